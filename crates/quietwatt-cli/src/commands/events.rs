@@ -1,0 +1,346 @@
+//! OS events on the energy timeline: `record --events cstate,faults,sched` (the
+//! events thread beside the energy engine, its summary, `--trace`), and `bench
+//! wakeup` (paper 004's caller/callee experiment).
+
+use crate::emulated::Environment;
+use crate::exit::{Failure, MEASUREMENT, OUTPUT, USAGE};
+use quietwatt::events::recorder::DEFAULT_HZ;
+use quietwatt::events::summary::EventSummary;
+use quietwatt::events::wakeup::{self, WakeupConfig, WakeupReport};
+use quietwatt::events::{EventCounters, EventRecorder, EventTotals, EventsError, Groups};
+use quietwatt::sink::OutputFile;
+use quietwatt::trace::{self, EnergyFile, EventsFile, TraceError};
+use quietwatt::{source, EnergyReport, Hertz, Metadata, Selection};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+impl From<EventsError> for Failure {
+    fn from(e: EventsError) -> Failure {
+        let code = match &e {
+            EventsError::UnknownGroup(_) => USAGE,
+            _ => MEASUREMENT,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+impl From<TraceError> for Failure {
+    fn from(e: TraceError) -> Failure {
+        let code = match &e {
+            TraceError::Io { .. } => OUTPUT,
+            TraceError::Format { .. } => USAGE,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+/// The options `record` takes for events.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecordEventsArgs {
+    /// Count OS events beside the energy, comma-separated: cstate (power:cpu_idle
+    /// entries per state, cpuidle usage and time), faults (minor, major), sched
+    /// (context switches, migrations, wake-ups without IPI), or all. Written to
+    /// `<OUTPUT stem>.events.csv` on the same CLOCK_MONOTONIC timeline.
+    #[arg(long, value_name = "GROUPS")]
+    events: Option<Groups>,
+    /// Reads of the event counters per second.
+    #[arg(long, value_name = "HZ", default_value_t = Hertz::clamped(DEFAULT_HZ))]
+    events_freq: Hertz,
+    /// At the end, write a Chrome JSON trace of the recording (power counters, event
+    /// rates, C-state residency) to this file, for Perfetto UI or chrome://tracing.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+}
+
+/// A running events thread and where it writes.
+pub struct Running {
+    recorder: EventRecorder,
+    path: PathBuf,
+}
+
+/// The events side of a finished recording.
+pub struct Done {
+    totals: Option<EventTotals>,
+    path: Option<PathBuf>,
+    summary: Option<EventSummary>,
+    trace: Option<PathBuf>,
+}
+
+/// Starts the events thread when `--events` is given (before the energy engine, so
+/// that its window covers the energy's).
+pub fn start(
+    env: &Environment,
+    args: &RecordEventsArgs,
+    output: &Path,
+    meta: &Metadata,
+) -> Result<Option<Running>, Failure> {
+    let Some(groups) = args.events else {
+        return Ok(None);
+    };
+    let counters = EventCounters::open(groups, &env.root, None)?;
+    for n in &counters.notes {
+        eprintln!("quietwatt: note: events: {n}");
+    }
+    let path = EnergyFile::events_path(output);
+    let file = OutputFile::create(&path).map_err(|e| {
+        Failure::new(
+            OUTPUT,
+            format!(
+                "cannot create {}: {e}; choose a writable path with -o",
+                path.display()
+            ),
+        )
+    })?;
+    // The energy file's `units` line describes its own columns, not these.
+    let mut fields: Vec<(String, String)> = meta
+        .fields
+        .iter()
+        .filter(|(k, _)| k != "units")
+        .cloned()
+        .collect();
+    fields.push(("events".into(), groups.to_string()));
+    fields.push(("events_freq_hz".into(), args.events_freq.hz().to_string()));
+    fields.push(("energy_file".into(), output.display().to_string()));
+    let n = counters.channels().len();
+    let recorder = EventRecorder::start(counters, file, &fields, args.events_freq)?;
+    eprintln!(
+        "quietwatt: counting {groups} ({n} counters) at {} to {}",
+        args.events_freq,
+        path.display()
+    );
+    Ok(Some(Running { recorder, path }))
+}
+
+/// Stops the events thread, builds the summary, writes `--trace`.
+pub fn stop(
+    running: Option<Running>,
+    args: &RecordEventsArgs,
+    output: &Path,
+    report: &EnergyReport,
+    emulated: bool,
+) -> Result<Done, Failure> {
+    let (totals, path) = match running {
+        Some(r) => (Some(r.recorder.stop()), Some(r.path)),
+        None => (None, None),
+    };
+    let mut summary = totals.as_ref().map(|t| EventSummary::new(t, Some(report)));
+    if let (Some(s), Some(p)) = (summary.as_mut(), path.as_ref()) {
+        if emulated {
+            s.notes.push(
+                "the energy is EMULATED: energy per second and per event describe the emulator, not this machine"
+                    .into(),
+            );
+        }
+        // The energy file is complete once `record` returned; a format that cannot be
+        // read back only loses the per-event estimate.
+        match (EnergyFile::read(output), EventsFile::read(p)) {
+            (Ok(e), Ok(v)) => {
+                let domain = ["package", "psys", "core"]
+                    .into_iter()
+                    .find(|d| e.rows.iter().any(|r| r.domain == *d))
+                    .unwrap_or("package");
+                s.energy_per_event = trace::energy_per_event(&e, &v, domain);
+                if !s.energy_per_event.is_empty() {
+                    s.notes.push(format!(
+                        "energy per event uses the {domain} energy of each events window"
+                    ));
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => s.notes.push(format!(
+                "no energy per event: cannot read the recording back ({e})"
+            )),
+        }
+    }
+    let trace = match &args.trace {
+        Some(t) => {
+            write_trace(output, path.as_deref(), t)?;
+            Some(t.clone())
+        }
+        None => None,
+    };
+    Ok(Done {
+        totals,
+        path,
+        summary,
+        trace,
+    })
+}
+
+impl Done {
+    /// Prints the summary (stderr, like the energy report).
+    pub fn print(&self) {
+        if let (Some(s), Some(p)) = (&self.summary, &self.path) {
+            eprintln!();
+            eprintln!(" OS events ({}):", p.display());
+            for l in s.to_string().lines() {
+                eprintln!("  {l}");
+            }
+        }
+        if let Some(t) = &self.trace {
+            eprintln!("  Chrome JSON trace written to {} (open it in ui.perfetto.dev or chrome://tracing)", t.display());
+        }
+    }
+
+    /// Adds `events` (the summary) and `trace` to a `--json` object.
+    pub fn add_json(&self, v: &mut serde_json::Value) {
+        if let Some(s) = &self.summary {
+            v["events"] = serde_json::to_value(s).unwrap_or_default();
+        }
+        if let Some(p) = &self.path {
+            v["events_file"] = p.display().to_string().into();
+        }
+        if let Some(t) = &self.trace {
+            v["trace"] = t.display().to_string().into();
+        }
+    }
+
+    /// The events thread's error, if it ended early.
+    pub fn error(&self) -> Option<Failure> {
+        let e = self.totals.as_ref()?.error.as_ref()?;
+        Some(Failure::new(
+            MEASUREMENT,
+            format!("event counting stopped early: {e}; the rows before it are in the events file"),
+        ))
+    }
+}
+
+/// Converts an energy file (and its events file, when given) into a Chrome JSON trace.
+pub fn write_trace(energy: &Path, events: Option<&Path>, out: &Path) -> Result<(), Failure> {
+    let e = EnergyFile::read(energy)?;
+    let v = events.map(EventsFile::read).transpose()?;
+    let json = trace::chrome::convert(&e, v.as_ref());
+    let problems = trace::chrome::validate(&json);
+    if let Some(p) = problems.first() {
+        return Err(Failure::new(
+            MEASUREMENT,
+            format!(
+                "the trace built from {} breaks the format ({} problem(s), first: {p}); this is a bug",
+                energy.display(),
+                problems.len()
+            ),
+        ));
+    }
+    let file = std::fs::File::create(out)
+        .map_err(|e| Failure::new(OUTPUT, format!("cannot create {}: {e}", out.display())))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut w, &json)
+        .map_err(std::io::Error::from)
+        .and_then(|()| std::io::Write::flush(&mut w))
+        .map_err(|e| Failure::new(OUTPUT, format!("writing {} failed: {e}", out.display())))
+}
+
+/// Arguments of `bench wakeup`.
+#[derive(clap::Args)]
+pub struct WakeupArgs {
+    /// CPU of the caller (the waker).
+    #[arg(long, default_value = "0")]
+    caller_cpu: u32,
+    /// CPU of the callee (the CPU that idles and is woken).
+    #[arg(long, default_value = "1")]
+    callee_cpu: u32,
+    /// Milliseconds between two wake-ups (paper 004: 1000).
+    #[arg(long, default_value = "20")]
+    interval_ms: f64,
+    /// Microseconds the callee busy-waits after each wake-up (paper 004: 200).
+    #[arg(long, default_value = "200")]
+    busy_us: f64,
+    /// Wake-ups to measure.
+    #[arg(long, default_value = "200")]
+    count: usize,
+    /// Print one JSON object (every wake-up included) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `bench wakeup`.
+pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> {
+    let dur = |what: &str, v: f64, scale: f64| {
+        Duration::try_from_secs_f64(v / scale)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| Failure::usage(format!("{what} must be a positive number, got {v}")))
+    };
+    if args.count == 0 {
+        return Err(Failure::usage("--count must be at least 1"));
+    }
+    let config = WakeupConfig {
+        caller_cpu: args.caller_cpu,
+        callee_cpu: args.callee_cpu,
+        interval: dur("--interval-ms", args.interval_ms, 1e3)?,
+        busy: dur("--busy-us", args.busy_us, 1e6)?,
+        count: args.count,
+        root: env.root.clone(),
+    };
+    let profile = match source::open(&env.root, None, &Selection::all()) {
+        Err(e) => format!("no energy source with sub-ms resolution here (no RAPL opens: {e}); no power profile around the wake-up"),
+        Ok(_) if env.is_emulated() => "no energy source with sub-ms resolution here (the RAPL source is EMULATED); no power profile around the wake-up".into(),
+        Ok(s) => format!(
+            "no energy source with sub-ms resolution here: RAPL ({}) updates about every 1 ms, longer than a wake-up; paper 004 used a 2 µs external meter",
+            s.mechanism()
+        ),
+    };
+    eprintln!(
+        "quietwatt: bench wakeup: caller on CPU {}, callee on CPU {}, {} wake-ups every {} ms, callee busy {} µs (about {:.1} s)",
+        config.caller_cpu,
+        config.callee_cpu,
+        config.count,
+        args.interval_ms,
+        args.busy_us,
+        config.interval.as_secs_f64() * config.count as f64
+    );
+    let r = wakeup::run(&config, profile)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+    } else {
+        print_wakeup(&r);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_wakeup(r: &WakeupReport) {
+    println!();
+    println!(
+        "wake-up latency, signal (FUTEX_WAKE on CPU {}) to the callee running on CPU {}, CLOCK_MONOTONIC; {} wake-ups every {:.1} ms, callee busy {:.0} µs",
+        r.caller_cpu,
+        r.callee_cpu,
+        r.all.n,
+        r.interval_s * 1e3,
+        r.busy_us
+    );
+    println!("callee CPU idle states: {}", r.states.join(", "));
+    println!("idle state reached, by: {}", r.classified_by);
+    if let Some(why) = &r.bpf_note {
+        println!("  (no BPF: {why})");
+    }
+    println!();
+    println!(
+        "{:<22} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "idle state reached", "n", "min us", "p50 us", "p90 us", "p99 us", "max us", "mean us"
+    );
+    for s in r.by_state.iter().chain([&r.all, &r.active]) {
+        let label = match s.reached.as_str() {
+            "active" => "callee active time".to_string(),
+            "all" => "all wake-ups".to_string(),
+            other => other.to_string(),
+        };
+        println!(
+            "{:<22} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            label, s.n, s.min_us, s.p50_us, s.p90_us, s.p99_us, s.max_us, s.mean_us
+        );
+    }
+    println!();
+    println!(
+        "other idle periods of the callee's CPU per interval: {:.2} (0 = only these wake-ups end its idle periods)",
+        r.idle_entries_per_interval
+    );
+    if let Some(a) = r.agree {
+        println!(
+            "cross-check: cpuidle usage (the state whose count rose between the signal and the callee running) agrees on {a} of {} wake-ups",
+            r.all.n
+        );
+    } else {
+        println!("mixed: entries into more than one state; none: the CPU was not in a cpuidle state at the signal");
+    }
+    println!("power profile: {}", r.power_profile);
+}

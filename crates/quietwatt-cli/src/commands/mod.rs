@@ -1,0 +1,135 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod check;
+pub mod doctor;
+pub mod events;
+pub mod inkernel;
+pub mod lab;
+pub mod list;
+pub mod model;
+pub mod record;
+pub mod run;
+pub mod trace;
+
+use crate::exit::Failure;
+use quietwatt::adaptive::{DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
+use quietwatt::{Domain, EngineConfig, FreqArg, Hertz, Rate, Selection, SysRoot};
+use std::time::Duration;
+
+/// Parses `--domains package,dram`.
+pub fn selection(domains: &Option<String>) -> Result<Selection, Failure> {
+    match domains {
+        None => Ok(Selection::all()),
+        Some(list) => list
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.parse::<Domain>().map_err(|e| Failure::usage(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|d| {
+                if d.is_empty() {
+                    Err(Failure::usage("--domains is empty: name at least one of package, core, uncore, dram, psys"))
+                } else {
+                    Ok(Selection::only(d))
+                }
+            }),
+    }
+}
+
+/// Parses `--duration 10` or `2.5s`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    s.trim_end_matches('s')
+        .parse::<f64>()
+        .ok()
+        .and_then(|x| {
+            (x > 0.0)
+                .then(|| Duration::try_from_secs_f64(x).ok())
+                .flatten()
+        })
+        .ok_or_else(|| {
+            format!("invalid duration '{s}': give a positive number of seconds, e.g. 10 or 2.5")
+        })
+}
+
+/// The sampler's options shared by `run` and `record` (each has its own `--freq`
+/// default).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SamplerArgs {
+    /// Lowest rate of `--freq auto` (raised if a counter could wrap unseen).
+    #[arg(long, value_name = "HZ", default_value_t = Hertz::clamped(DEFAULT_MIN_HZ).hz())]
+    freq_min: f64,
+    /// Highest rate of `--freq auto`.
+    #[arg(long, value_name = "HZ", default_value_t = Hertz::clamped(DEFAULT_MAX_HZ).hz())]
+    freq_max: f64,
+    /// Pin the sampler thread to this CPU [default: the CPU whose perf events or
+    /// MSRs are read, where a read costs no inter-processor interrupt; unpinned for
+    /// powercap]
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Run the sampler thread at real-time priority (SCHED_FIFO) if permitted; a
+    /// warning otherwise.
+    #[arg(long)]
+    rt: bool,
+}
+
+impl SamplerArgs {
+    /// The engine configuration for `--freq` and these options.
+    pub fn config(&self, freq: FreqArg, root: &SysRoot) -> Result<EngineConfig, Failure> {
+        let hz = |name: &str, v: f64| {
+            Hertz::new(v).map_err(|_| {
+                Failure::usage(format!(
+                    "invalid {name} {v}: give a number of hertz above 0 and at most 100000"
+                ))
+            })
+        };
+        let (min, max) = (
+            hz("--freq-min", self.freq_min)?,
+            hz("--freq-max", self.freq_max)?,
+        );
+        if min > max {
+            return Err(Failure::usage(format!(
+                "--freq-min {} is above --freq-max {}",
+                min.hz(),
+                max.hz()
+            )));
+        }
+        if let Some(cpu) = self.cpu {
+            // Pinning acts on this machine, whatever --root says.
+            let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+                .ok()
+                .and_then(|s| quietwatt::topology::parse_cpu_list(&s))
+                .unwrap_or_default();
+            if !online.contains(&(cpu as u32)) {
+                return Err(Failure::usage(format!(
+                    "--cpu {cpu}: no such online CPU here (online: {}); pick one from `nproc`'s range",
+                    online.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                )));
+            }
+        }
+        let mut c = EngineConfig::new(freq.rate(min, max));
+        c.cpu = self.cpu;
+        c.realtime = self.rt;
+        c.root = root.clone();
+        Ok(c)
+    }
+}
+
+/// The rate for people: `1000 Hz`, or `auto, 5-1000 Hz`.
+pub fn rate_words(rate: &Rate) -> String {
+    match rate {
+        Rate::Fixed(f) => f.to_string(),
+        Rate::Auto { min, max } => format!("auto, {}-{} Hz", min.hz(), max.hz()),
+    }
+}
+
+/// Adds the engine's warnings (`--rt` refused, a raised minimum rate) to the
+/// report's `warnings` array in a `--json` object.
+pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
+    if warnings.is_empty() {
+        return;
+    }
+    match v.get_mut("warnings").and_then(|w| w.as_array_mut()) {
+        Some(a) => a.extend(warnings.iter().map(|w| serde_json::Value::from(w.as_str()))),
+        None => v["warnings"] = warnings.to_vec().into(),
+    }
+}

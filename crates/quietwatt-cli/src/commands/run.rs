@@ -1,0 +1,211 @@
+//! `quietwatt run -- CMD`: the energy of one command.
+
+use super::{append_warnings, rate_words, selection, SamplerArgs};
+use crate::emulated::Environment;
+use crate::exit::{Failure, MEASUREMENT};
+use quietwatt::command::{measure, MeasuredCommand};
+use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitCode;
+
+/// Arguments of `run`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Mechanism to read (default: the best that works here).
+    #[arg(short, long)]
+    mechanism: Option<Mechanism>,
+    /// Domains to measure, comma-separated (package,core,uncore,dram,psys; default: all).
+    #[arg(short, long)]
+    domains: Option<String>,
+    /// Reads per second while the command runs, or `auto` to follow the machine's
+    /// load [default: 10, raised when a counter could wrap twice between reads]
+    #[arg(short, long)]
+    freq: Option<FreqArg>,
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    /// Print one JSON object on stdout (with an `overhead` object) instead of the table on stderr.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    in_kernel: super::inkernel::InKernelArgs,
+    /// Price the command's page faults and context switches (perf software counters
+    /// on it and its children) with this model from `quietwatt model`, reported
+    /// beside the energy as model estimates.
+    #[arg(long, value_name = "FILE")]
+    model: Option<std::path::PathBuf>,
+    /// The command and its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
+    command: Vec<String>,
+}
+
+/// Runs the command, prints its energy, exits with its exit code.
+pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    let mut storage = quietwatt::inkernel::Storage::new();
+    let in_kernel_freq = FreqArg::Fixed(Hertz::clamped(super::inkernel::DEFAULT_RUN_HZ));
+    let opened = super::inkernel::open(
+        &mut storage,
+        env,
+        args.mechanism,
+        &args.in_kernel,
+        args.freq.unwrap_or(in_kernel_freq),
+        &selection(&args.domains)?,
+    )?;
+    let source = match opened {
+        super::inkernel::Opened::Polling(source) => source,
+        super::inkernel::Opened::InKernel(sampler) => {
+            if args.model.is_some() {
+                return Err(Failure::usage(
+                    "--model works with the polling mechanisms (powercap, perf, msr): leave out --mechanism ebpf/perf-ring",
+                ));
+            }
+            let a = super::inkernel::RunArgs {
+                sampler: &args.sampler,
+                json: args.json,
+                command: &args.command,
+                in_kernel: &args.in_kernel,
+            };
+            return super::inkernel::run(env, sampler, a);
+        }
+    };
+    let mut meter = Meter::new(source);
+    print_notes(&meter);
+    let freq = args
+        .freq
+        .unwrap_or_else(|| FreqArg::Fixed(default_freq(&meter)));
+    let config = args.sampler.config(freq, &env.root)?;
+    if let Rate::Fixed(f) = config.rate {
+        for w in meter.wrap_warnings(f.period()) {
+            eprintln!("quietwatt: warning: {w}");
+        }
+    }
+    let mut cmd = std::process::Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]);
+    crate::signals::install();
+    // Opened here, on the thread that spawns the command: see Attributor::open.
+    let attributor = match &args.model {
+        Some(p) => Some(
+            quietwatt::model::attribution::Attributor::open(p)
+                .map_err(|e| Failure::usage(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let m = measure(&mut meter, &mut cmd, &config)?;
+    let estimate = attributor.map(|a| a.finish()).transpose()?;
+    let exit_code = exit_code(m.status);
+    for w in &m.warnings {
+        eprintln!("quietwatt: warning: {w}");
+    }
+    if args.json {
+        let freq_hz = match config.rate {
+            Rate::Fixed(f) => f.hz().into(),
+            Rate::Auto { .. } => "auto".into(),
+        };
+        let mut v = summary_json(&m, exit_code, env.is_emulated(), freq_hz);
+        if let Some(e) = &estimate {
+            v["model_estimate"] = serde_json::to_value(e).unwrap_or_default();
+        }
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+    } else {
+        print_report(
+            &args.command.join(" "),
+            &m.report,
+            &config.rate,
+            env.is_emulated(),
+        );
+        if let Some(e) = &estimate {
+            eprintln!("{}", quietwatt::model::attribution::text(e));
+        }
+        eprintln!("{}", m.overhead);
+    }
+    if let Some(e) = m.error {
+        return Err(Failure::new(
+            MEASUREMENT,
+            format!("the measurement stopped early: {e}; the figures above cover only the time before it"),
+        ));
+    }
+    Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
+}
+
+/// 10 Hz, or faster when a counter could wrap twice within 100 ms at its domain's
+/// maximum plausible power (small emulated counters): a default must not lose energy.
+fn default_freq(meter: &Meter) -> Hertz {
+    let floor = meter
+        .max_safe_period()
+        .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
+    Hertz::clamped(floor.clamp(DEFAULT_RUN_HZ, 10_000.0))
+}
+
+/// The default rate of `run`: cheap, and far above what real RAPL counters need
+/// (they wrap after minutes).
+const DEFAULT_RUN_HZ: f64 = 10.0;
+
+/// What the mechanism left out or wants known (duplicate zones, one-core AMD zones).
+pub fn print_notes(meter: &Meter) {
+    for n in meter.notes() {
+        eprintln!("quietwatt: note: {n}");
+    }
+}
+
+/// The human table, on stderr so that the command's own output stays clean.
+pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
+    eprintln!();
+    eprintln!(
+        " Energy of '{what}' ({} mechanism{}, read at {}):",
+        r.mechanism,
+        if emulated { ", EMULATED" } else { "" },
+        rate_words(rate)
+    );
+    eprintln!();
+    eprintln!(
+        "  {:>6}  {:<8} {:>14} {:>14}",
+        "socket", "domain", "energy (J)", "power (W)"
+    );
+    for d in &r.domains {
+        eprintln!(
+            "  {:>6}  {:<8} {:>14.6} {:>14.3}",
+            d.socket, d.domain, d.energy_j.0, d.mean_power_w.0
+        );
+    }
+    eprintln!(
+        "  {:>6}  {:<8} {:>14.6} {:>14.3}   = {}",
+        "", "total", r.total_energy_j.0, r.total_power_w.0, r.total_rule
+    );
+    eprintln!();
+    eprintln!("  {:.6} seconds measured", r.duration_s);
+    eprintln!();
+    for w in &r.warnings {
+        eprintln!("quietwatt: warning: {w}");
+    }
+}
+
+/// The exit code `run` passes on: the command's, or 128 + the signal that killed it.
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// The `--json` summary of a measured command, as `run` prints it for every
+/// mechanism (the in-kernel ones add their kernel-side figures).
+pub(super) fn summary_json(
+    m: &MeasuredCommand,
+    exit_code: i32,
+    emulated: bool,
+    freq_hz: serde_json::Value,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(&m.report).unwrap_or_default();
+    v["exit_code"] = exit_code.into();
+    v["emulated"] = emulated.into();
+    v["freq_hz"] = freq_hz;
+    v["overhead"] = serde_json::to_value(&m.overhead).unwrap_or_default();
+    append_warnings(&mut v, &m.warnings);
+    if let Some(e) = &m.error {
+        v["error"] = e.to_string().into();
+    }
+    v
+}

@@ -1,0 +1,41 @@
+//! `quietwatt trace FILE -o trace.json`: a recording as a Chrome JSON trace (power
+//! counters per domain, event rates and C-state residency per CPU, slices and
+//! instants for events traced one by one), for Perfetto UI or chrome://tracing.
+
+use crate::exit::Failure;
+use quietwatt::trace::EnergyFile;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `trace`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Energy file written by `quietwatt record` (CSV or JSON Lines).
+    input: PathBuf,
+    /// The trace to write (Chrome JSON, Trace Event Format's JSON Object Format).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Events file of the same recording [default: INPUT's `<stem>.events.csv` when
+    /// it exists].
+    #[arg(long)]
+    events: Option<PathBuf>,
+}
+
+/// Converts and writes the trace; the JSON is checked against the format first.
+pub fn run(args: Args) -> Result<ExitCode, Failure> {
+    let events = args.events.or_else(|| {
+        let p = EnergyFile::events_path(&args.input);
+        p.exists().then_some(p)
+    });
+    super::events::write_trace(&args.input, events.as_deref(), &args.output)?;
+    eprintln!(
+        "quietwatt: wrote {} from {}{} (open it in ui.perfetto.dev or chrome://tracing)",
+        args.output.display(),
+        args.input.display(),
+        events
+            .as_ref()
+            .map(|e| format!(" and {}", e.display()))
+            .unwrap_or_default()
+    );
+    Ok(ExitCode::SUCCESS)
+}

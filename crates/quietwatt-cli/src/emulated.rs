@@ -1,0 +1,103 @@
+//! The environment a command measures in: the real system (or `--root`), or
+//! quietwatt's built-in emulator mounted for the duration of the command.
+
+use crate::exit::{Failure, NO_RAPL};
+use quietwatt::source::probe_all;
+use quietwatt::SysRoot;
+use quietwatt_emulator::{Emulator, EmulatorConfig};
+use std::path::Path;
+
+/// When to use the built-in emulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum When {
+    /// Never: measure the real machine (or `--root`).
+    Off,
+    /// Only when no mechanism can measure under the root.
+    Auto,
+    /// Always.
+    On,
+}
+
+/// Where to measure, and the emulator kept alive while measuring there.
+pub struct Environment {
+    /// The root every mechanism reads under.
+    pub root: SysRoot,
+    /// The mounted emulator, when measuring against it.
+    emulator: Option<(Emulator, tempfile::TempDir)>,
+    /// Whether `--root` itself is an emulator mounted by `quietwatt emulate`.
+    served_by_emulator: bool,
+}
+
+impl Environment {
+    /// Mounts the emulator if `when` asks for it.
+    pub fn prepare(root: &Path, when: When) -> Result<Environment, Failure> {
+        let root = SysRoot::new(root);
+        let need = match when {
+            When::Off => false,
+            When::On => true,
+            When::Auto => !probe_all(&root).iter().any(|p| p.result.is_ok()),
+        };
+        if !need {
+            let served = served_by_emulator(root.dir());
+            return Ok(Environment {
+                root,
+                emulator: None,
+                served_by_emulator: served,
+            });
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("quietwatt-emulator-")
+            .tempdir()
+            .map_err(|e| {
+                Failure::new(
+                    NO_RAPL,
+                    format!("cannot create a directory for the emulator: {e}"),
+                )
+            })?;
+        let config = EmulatorConfig::default();
+        let emulator = Emulator::mount(dir.path(), config).map_err(|e| {
+            Failure::new(NO_RAPL, format!("cannot start the built-in emulator: {e}"))
+        })?;
+        eprintln!(
+            "quietwatt: *** EMULATED RAPL *** {} measuring against quietwatt's built-in emulator at {}: \
+             every figure below is read from the emulator (a known, constant power profile), NOT from this machine's hardware",
+            if when == When::Auto {
+                "no mechanism can measure on this machine (see `quietwatt doctor`);"
+            } else {
+                "--emulate on:"
+            },
+            dir.path().display()
+        );
+        Ok(Environment {
+            root: SysRoot::new(dir.path()),
+            emulator: Some((emulator, dir)),
+            served_by_emulator: true,
+        })
+    }
+
+    /// Whether figures come from the emulator: the built-in one, or one that
+    /// `quietwatt emulate` mounted at `--root`.
+    pub fn is_emulated(&self) -> bool {
+        self.emulator.is_some() || self.served_by_emulator
+    }
+}
+
+/// Whether `root` is the mount point of a quietwatt emulator, from the kernel's
+/// mount table (the emulator mounts with the file-system name `quietwatt-emulator`),
+/// so that a figure read through `--root` from an emulator is labelled as such.
+fn served_by_emulator(root: &Path) -> bool {
+    let Ok(root) = root.canonicalize() else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return false;
+    };
+    mounts.lines().any(|line| {
+        let mut fields = line.split(' ');
+        let (Some(source), Some(target)) = (fields.next(), fields.next()) else {
+            return false;
+        };
+        // The mount table escapes spaces and a few other bytes as octal.
+        source == "quietwatt-emulator" && Path::new(&target.replace("\\040", " ")) == root
+    })
+}

@@ -1,0 +1,81 @@
+//! `quietwatt`: measure the energy of CPUs and DRAM through RAPL.
+//!
+//! A thin layer over the `quietwatt` library: parses arguments, explains errors,
+//! chooses exit codes.
+
+mod commands;
+mod emulate_cmd;
+mod emulated;
+mod exit;
+mod signals;
+
+use clap::{Parser, Subcommand};
+use exit::Failure;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Measure CPU and DRAM energy through RAPL, at high frequency and low overhead.
+#[derive(Parser)]
+#[command(name = "quietwatt", version, about, long_about = None)]
+struct Cli {
+    /// Directory under which /sys, /dev and /proc are looked up (an emulator mount, a test tree).
+    #[arg(long, global = true, env = "QUIETWATT_ROOT", default_value = "/")]
+    root: PathBuf,
+
+    /// Use quietwatt's built-in RAPL emulator: `auto` when this machine cannot measure, `on` always.
+    #[arg(long, global = true, value_enum, default_value_t = emulated::When::Off)]
+    emulate: emulated::When,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the mechanisms available here (and why others are not) and the domains per socket.
+    List(commands::list::Args),
+    /// Check each mechanism and print the exact fix for what does not work.
+    Doctor(commands::doctor::Args),
+    /// Run a command and print the energy it took.
+    Run(commands::run::Args),
+    /// Record a time series of energy per domain to a CSV file.
+    Record(commands::record::Args),
+    /// Read every working mechanism over the same interval and flag domains where they disagree.
+    Check(commands::check::Args),
+    /// Benchmarks and the overhead lab: sampler, latency, workload, overhead, wakeup.
+    Bench(commands::bench::Args),
+    /// Energy models of OS events (page faults, context switches, wake-ups) by
+    /// paper 003's method, written to a JSON file; `model validate` checks one.
+    Model(commands::model::Args),
+    /// Convert a recording (and its `--events` file) into a Chrome JSON trace for Perfetto UI or chrome://tracing.
+    Trace(commands::trace::Args),
+    /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
+    Emulate(emulate_cmd::EmulateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(f) => f.report(),
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
+    if let Command::Emulate(args) = &cli.command {
+        emulate_cmd::run(args, &cli.root).map_err(Failure::usage)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let env = emulated::Environment::prepare(&cli.root, cli.emulate)?;
+    match cli.command {
+        Command::List(a) => commands::list::run(&env, a),
+        Command::Doctor(a) => commands::doctor::run(&env, a),
+        Command::Run(a) => commands::run::run(&env, a),
+        Command::Record(a) => commands::record::run(&env, a),
+        Command::Check(a) => commands::check::run(&env, a),
+        Command::Bench(a) => commands::bench::run(&env, a),
+        Command::Trace(a) => commands::trace::run(a),
+        Command::Model(a) => commands::model::run(&env, a),
+        Command::Emulate(_) => unreachable!("handled above"),
+    }
+}

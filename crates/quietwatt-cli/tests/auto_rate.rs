@@ -1,0 +1,155 @@
+//! `record --freq auto` against the emulator: the rate falls while this machine
+//! idles, rises to the maximum as soon as every CPU is busy, is written on every
+//! row, and the energy of the whole recording is still the emulator's.
+//!
+//! The emulator serves no `/proc/stat`, so the engine reads this machine's load
+//! (and leaves its own CPU time out of it): the test makes that load itself with
+//! one spinning thread per CPU. It needs an otherwise idle machine for its first
+//! phase and says so when the machine was not.
+
+mod common;
+
+use common::*;
+use quietwatt::meter::monotonic_ns;
+use quietwatt::Domain;
+use quietwatt_emulator::EmulatorConfig;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Seconds of idle before the load starts. The rate starts at the maximum and may
+/// fall only after each 2-s hold, to what the mean load of the hold asks. The first
+/// hold includes the emulator's own cost at 1 kHz (FUSE round trips in this test
+/// process, about 5 % of the machine: a real sysfs read costs 0.3 µs), so the rate
+/// may stop at an intermediate step and reach the minimum only after a second hold;
+/// this leaves about a second at the low rate after both.
+const IDLE_S: f64 = 5.5;
+/// Seconds of load, to the end of the recording.
+const BUSY_S: f64 = 1.8;
+
+/// This machine's busy fraction of all CPUs between two reads of `/proc/stat`.
+fn cpu_times() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let f: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+    (busy, busy + f[3] + f[4])
+}
+
+/// (timestamp_ns, freq_hz, energy_j) of every package row.
+fn package_rows(text: &str) -> Vec<(u64, f64, f64)> {
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let header = lines.next().expect("a header");
+    assert!(header.ends_with(",freq_hz"), "{header}");
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 8, "malformed row {l:?}");
+            (f, l)
+        })
+        .filter(|(f, _)| f[1] == "0" && f[2] == "package")
+        .map(|(f, l)| {
+            let p = |i: usize| f[i].parse::<f64>().unwrap_or_else(|_| panic!("{l:?}"));
+            (f[0].parse().unwrap(), p(7), p(3))
+        })
+        .collect()
+}
+
+#[test]
+fn auto_rate_is_low_at_idle_reaches_the_maximum_under_load_and_keeps_the_energy() {
+    let m = mount(EmulatorConfig::default());
+    let out = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let total = format!("{}", IDLE_S + BUSY_S);
+    let child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("--root")
+        .arg(m.root())
+        .args([
+            "record", "-m", "powercap", "-d", "package", "--freq", "auto",
+        ])
+        .args(["--duration", &total, "--json", "-o"])
+        .arg(&out)
+        .env_remove("QUIETWATT_ROOT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn quietwatt record");
+
+    // Idle phase: note this machine's own load meanwhile, to tell a failure of the
+    // rate from a machine that was busy with something else.
+    std::thread::sleep(Duration::from_secs_f64(2.0));
+    let (b0, t0) = cpu_times();
+    std::thread::sleep(Duration::from_secs_f64(IDLE_S - 2.0));
+    let (b1, t1) = cpu_times();
+    let idle_load = (b1 - b0) as f64 / (t1 - t0).max(1) as f64;
+
+    // Busy phase: one spinning thread per CPU until the recording ends.
+    let load_start_ns = monotonic_ns();
+    let spin = Arc::new(AtomicBool::new(true));
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<_> = (0..cpus)
+        .map(|_| {
+            let spin = spin.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while spin.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    let o = child.wait_with_output().unwrap();
+    spin.store(false, Ordering::Relaxed);
+    spinners.into_iter().for_each(|t| t.join().unwrap());
+    assert!(o.status.success(), "record failed: {}", stderr(&o));
+
+    let rows = package_rows(&std::fs::read_to_string(&out).unwrap());
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let rates: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    assert_eq!(rates[0], 1000.0, "auto starts at the maximum");
+
+    // Idle: after the hold the rate fell, to at most 10 wake-ups a second.
+    let idle: Vec<&(u64, f64, f64)> = rows.iter().filter(|r| r.0 < load_start_ns).collect();
+    let lowest = idle.iter().map(|r| r.1).fold(f64::MAX, f64::min);
+    assert!(
+        lowest <= 10.0,
+        "the rate never fell below {lowest} Hz while idle (this machine's load meanwhile: {:.0} %; \
+         the test needs an otherwise idle machine)",
+        idle_load * 100.0
+    );
+    // The rows of the idle tail are that far apart: the rate is what was sampled.
+    let slow: Vec<&&(u64, f64, f64)> = idle.iter().filter(|r| r.1 <= 10.0).collect();
+    assert!(slow.len() >= 2, "{slow:?}");
+    let gap = slow[slow.len() - 1].0 - slow[slow.len() - 2].0;
+    assert!(gap >= 90_000_000, "rows {gap} ns apart at <= 10 Hz");
+
+    // Load: the maximum within half a second of the load step (a tick at 5 Hz is
+    // 200 ms; /proc/stat moves every 10 ms), and kept while the load lasts.
+    let busy: Vec<&(u64, f64, f64)> = rows.iter().filter(|r| r.0 >= load_start_ns).collect();
+    let first_max = busy
+        .iter()
+        .find(|r| r.1 >= 1000.0)
+        .unwrap_or_else(|| panic!("the rate never reached 1000 Hz under load: {busy:?}"));
+    let rise_ms = (first_max.0 - load_start_ns) as f64 / 1e6;
+    assert!(rise_ms < 500.0, "rose {rise_ms} ms after the load step");
+    assert!(busy
+        .iter()
+        .skip_while(|r| r.1 < 1000.0)
+        .all(|r| r.1 >= 1000.0));
+    assert!(v["overhead"]["rate_changes"].as_u64().unwrap() >= 2, "{v}");
+
+    // Energy: every row's, summed, is what the emulator served.
+    let sum: f64 = rows.iter().map(|r| r.2).sum();
+    let served = m.served_powercap(0, Domain::Package);
+    assert!(
+        (sum - served).abs() <= tolerance(served, 20.0),
+        "the CSV sums to {sum} J, the emulator served {served} J"
+    );
+}

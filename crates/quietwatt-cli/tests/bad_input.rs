@@ -1,0 +1,303 @@
+//! Every bad input gets a clear error naming the fix and its own exit code, never a
+//! panic or a silent zero; data already recorded stays complete and parseable.
+
+mod common;
+
+use common::*;
+use quietwatt::Domain;
+use quietwatt_emulator::{EmulatorConfig, Fault, FaultKind, Mechanism as Served};
+use std::time::Duration;
+
+fn code(o: &std::process::Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn no_panic(o: &std::process::Output) {
+    assert!(
+        !stderr(o).contains("panicked"),
+        "quietwatt panicked: {}",
+        stderr(o)
+    );
+}
+
+#[test]
+fn unknown_mechanism_lists_the_mechanisms() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["run", "--mechanism", "rapl9000", "--", "true"]);
+    assert_eq!(code(&o), 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("rapl9000") && e.contains("powercap") && e.contains("msr"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_domain_name_lists_the_domain_names() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(
+        m.root(),
+        &["run", "--domains", "package,gpu0", "--", "true"],
+    );
+    assert_eq!(code(&o), 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("gpu0") && e.contains("package, core, uncore, dram, psys"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_domain_this_machine_lacks_lists_those_it_has() {
+    let m = mount(EmulatorConfig::amd());
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run",
+            "--mechanism",
+            "powercap",
+            "--domains",
+            "dram",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code(&o), 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("'dram' is not available") && e.contains("core, package"),
+        "{e}"
+    );
+}
+
+#[test]
+fn frequencies_out_of_range_are_refused() {
+    let m = mount(EmulatorConfig::default());
+    for f in ["0", "-5", "200000", "fast"] {
+        let o = quietwatt(m.root(), &["run", "--freq", f, "--", "true"]);
+        assert_eq!(code(&o), 2, "--freq {f}: {}", stderr(&o));
+        assert!(stderr(&o).contains("100000"), "--freq {f}: {}", stderr(&o));
+        let o = quietwatt(
+            m.root(),
+            &["record", "-o", "/dev/null", "--freq", f, "--duration", "1"],
+        );
+        assert_eq!(code(&o), 2, "record --freq {f}");
+    }
+}
+
+#[test]
+fn an_unwritable_output_fails_before_measuring() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-o",
+            "/nonexistent-dir/energy.csv",
+            "--duration",
+            "5",
+        ],
+    );
+    assert_eq!(code(&o), 74);
+    assert!(
+        stderr(&o).contains("/nonexistent-dir/energy.csv"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        m.emulator
+            .served(Served::Powercap, 0, Domain::Package)
+            .is_none(),
+        "the counters were read although the output could not be written"
+    );
+}
+
+#[test]
+fn a_full_disk_is_an_output_error() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["record", "-o", "/dev/full", "--duration", "2"]);
+    no_panic(&o);
+    assert_eq!(code(&o), 74, "{}", stderr(&o));
+    assert!(stderr(&o).contains("/dev/full"), "{}", stderr(&o));
+}
+
+#[test]
+fn no_rapl_at_all_points_to_doctor_with_its_own_exit_code() {
+    let empty = tempfile::tempdir().unwrap();
+    let o = quietwatt(empty.path(), &["run", "--", "true"]);
+    assert_eq!(code(&o), 69);
+    assert!(stderr(&o).contains("quietwatt doctor"), "{}", stderr(&o));
+    let o = quietwatt(empty.path(), &["doctor"]);
+    assert_eq!(code(&o), 69);
+    assert!(stdout(&o).contains("cannot measure"), "{}", stdout(&o));
+}
+
+#[test]
+fn doctor_passes_on_an_emulated_machine() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["doctor"]);
+    assert_eq!(code(&o), 0, "{}", stdout(&o));
+    assert!(stdout(&o).contains("[ ok ] powercap"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_counter_reading_garbage_is_an_error_naming_the_file() {
+    let m = mount(EmulatorConfig::default().with_fault(Fault::new(
+        FaultKind::Garbage,
+        0,
+        Domain::Package,
+    )));
+    let o = quietwatt(
+        m.root(),
+        &["run", "--mechanism", "powercap", "--json", "--", "true"],
+    );
+    no_panic(&o);
+    assert_eq!(code(&o), 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains("intel-rapl:0/energy_uj") && e.contains("unexpected content"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_counter_beyond_its_range_is_an_error_not_a_wrap() {
+    let m = mount(EmulatorConfig::default().with_fault(
+        Fault::new(FaultKind::Overrange, 0, Domain::Dram).at(Duration::from_millis(300)),
+    ));
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run",
+            "--mechanism",
+            "powercap",
+            "--json",
+            "--freq",
+            "50",
+            "--",
+            "sleep",
+            "0.6",
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a valid reading"), "{}", stderr(&o));
+    // The partial report is still printed, flagged with the error.
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("energy_uj"));
+}
+
+#[test]
+fn an_unreadable_counter_explains_the_permission_fix() {
+    let m = mount(EmulatorConfig::default().with_fault(Fault::new(
+        FaultKind::Eacces,
+        0,
+        Domain::Package,
+    )));
+    let o = quietwatt(m.root(), &["run", "--mechanism", "powercap", "--", "true"]);
+    assert_eq!(code(&o), 69);
+    let e = stderr(&o);
+    assert!(e.contains("CVE-2020-8694") && e.contains("setfacl"), "{e}");
+    let o = quietwatt(m.root(), &["doctor"]);
+    assert!(stdout(&o).contains("setfacl"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_zone_vanishing_mid_recording_keeps_what_was_recorded() {
+    let m =
+        mount(EmulatorConfig::default().with_fault(
+            Fault::new(FaultKind::Vanish, 0, Domain::Dram).at(Duration::from_millis(600)),
+        ));
+    let csv = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-o",
+            csv.to_str().unwrap(),
+            "--freq",
+            "100",
+            "--duration",
+            "3",
+            "--mechanism",
+            "powercap",
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("vanished"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.ends_with('\n'), "the last row is cut");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .collect();
+    assert!(rows.len() > 4 * 10, "only {} rows kept", rows.len());
+    for r in rows {
+        assert!(
+            r.split(',').count() >= 5 && r.split(',').nth(3).unwrap().parse::<f64>().is_ok(),
+            "bad row {r:?}"
+        );
+    }
+}
+
+#[test]
+fn a_frozen_counter_is_reported_not_passed_off_as_zero_power() {
+    let m =
+        mount(EmulatorConfig::default().with_fault(Fault::new(FaultKind::Freeze, 0, Domain::Core)));
+    let o = quietwatt(
+        m.root(),
+        &["run", "--mechanism", "powercap", "--", "sleep", "0.8"],
+    );
+    assert_eq!(code(&o), 0);
+    let e = stderr(&o);
+    assert!(e.contains("0/core") && e.contains("did not advance"), "{e}");
+}
+
+#[test]
+fn the_command_exit_code_is_propagated() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["run", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code(&o), 7);
+    let o = quietwatt(m.root(), &["run", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(code(&o), 128 + 15);
+    let o = quietwatt(m.root(), &["run", "--", "/nonexistent/program"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("/nonexistent/program"));
+}
+
+#[test]
+fn pinning_to_a_cpu_that_does_not_exist_is_a_usage_error() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["run", "--cpu", "999", "--", "true"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cpu 999"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_cpu_model_the_quirk_table_does_not_know_is_measured_with_one_warning() {
+    let m = mount(EmulatorConfig::intel(0x01));
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run",
+            "--mechanism",
+            "msr",
+            "--freq",
+            "100",
+            "--",
+            "sleep",
+            "0.2",
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(
+        e.matches("not in the kernel's RAPL model tables").count(),
+        1,
+        "warned once: {e}"
+    );
+    assert!(e.contains("package"), "and measured: {e}");
+}

@@ -1,0 +1,229 @@
+//! `record --events ... --trace`, `trace`, `bench wakeup` end to end, against the
+//! emulator for the energy and this machine's kernel for the events. Needs root
+//! (FUSE, system-wide perf counters); a missing feature fails, never skips.
+
+mod common;
+
+use common::*;
+use quietwatt::trace::chrome::{validate, PID_ENERGY, PID_EVENTS};
+use quietwatt_emulator::EmulatorConfig;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+fn read_json(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+#[test]
+fn record_with_events_writes_an_events_file_a_summary_and_a_valid_chrome_trace() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.csv");
+    let trace = dir.path().join("trace.json");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-m",
+            "powercap",
+            "--duration",
+            "1.5",
+            "--events",
+            "all",
+            "--events-freq",
+            "20",
+            "--json",
+            "-o",
+            out.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+
+    // The events file: beside the energy file, header, one row per counter per read.
+    let events = dir.path().join("run.events.csv");
+    assert_eq!(summary["events_file"], events.display().to_string());
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert!(text.contains("\ntimestamp_ns,cpu,event,count\n"), "{text}");
+    let rates = summary["events"]["rates"].as_array().expect("events.rates");
+    let names: BTreeSet<&str> = rates.iter().filter_map(|r| r["event"].as_str()).collect();
+    for want in [
+        "page_faults_min",
+        "page_faults_maj",
+        "context_switches",
+        "cpu_migrations",
+    ] {
+        assert!(names.contains(want), "{want} missing from {names:?}");
+    }
+    // quietwatt itself faults and switches while it records.
+    let total = |n: &str| {
+        rates
+            .iter()
+            .find(|r| r["event"] == n)
+            .and_then(|r| r["total"].as_u64())
+            .unwrap()
+    };
+    assert!(total("page_faults_min") > 0 && total("context_switches") > 0);
+    // A C-state row per CPU and state, with cpuidle's count.
+    let cstates = summary["events"]["cstates"].as_array().expect("cstates");
+    assert!(cstates
+        .iter()
+        .any(|r| r["cpu"] == 0 && r["sysfs_entries"].is_u64()));
+
+    // The trace: valid, with the expected tracks, on the energy file's clock.
+    let t = read_json(&trace);
+    let problems = validate(&t);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let evs = t["traceEvents"].as_array().unwrap();
+    let counters: BTreeSet<&str> = evs
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for want in [
+        "power 0/package",
+        "power 0/dram",
+        "cpu0 page_faults_min /s",
+        "cpu0 context_switches /s",
+        "cpuidle residency cpu0",
+    ] {
+        assert!(counters.contains(want), "no {want} track in {counters:?}");
+    }
+    for pid in [PID_ENERGY, PID_EVENTS] {
+        assert!(
+            evs.iter()
+                .any(|e| e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == pid),
+            "no process_name for pid {pid}"
+        );
+    }
+    // Every power value sits at a timestamp of the energy file, in microseconds.
+    let csv = std::fs::read_to_string(&out).unwrap();
+    let stamps: BTreeSet<u64> = csv
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("timestamp"))
+        .filter_map(|l| l.split(',').next()?.parse().ok())
+        .collect();
+    let power: Vec<f64> = evs
+        .iter()
+        .filter(|e| e["name"] == "power 0/package")
+        .map(|e| e["ts"].as_f64().unwrap())
+        .collect();
+    assert!(
+        power.len() >= 100,
+        "{} power values for 1.5 s at 100 Hz",
+        power.len()
+    );
+    for ts in &power {
+        let ns = (ts * 1e3).round() as u64;
+        assert!(
+            stamps.contains(&ns),
+            "power counter at {ts} µs is not a timestamp of the energy file"
+        );
+    }
+    // The emulator's package power (20 W by default) comes through.
+    let w: Vec<f64> = evs
+        .iter()
+        .filter(|e| e["name"] == "power 0/package")
+        .map(|e| e["args"]["W"].as_f64().unwrap())
+        .collect();
+    let mean = w.iter().sum::<f64>() / w.len() as f64;
+    assert!((mean - 20.0).abs() < 1.0, "mean package power {mean} W");
+
+    // `quietwatt trace` on the same recording gives the same trace.
+    let again = dir.path().join("again.json");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "trace",
+            out.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_json(&again), t);
+}
+
+#[test]
+fn trace_refuses_a_file_that_is_not_a_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "a,b,c\n1,2,3\n").unwrap();
+    let o = quietwatt(
+        dir.path(),
+        &["trace", bad.to_str().unwrap(), "-o", "/dev/null"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("expected the energy header"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_unknown_event_group_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = quietwatt(
+        dir.path(),
+        &[
+            "--emulate",
+            "on",
+            "record",
+            "-o",
+            "/dev/null",
+            "--events",
+            "disk",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown event group 'disk'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bench_wakeup_reports_latency_per_idle_state_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = quietwatt(
+        dir.path(),
+        &[
+            "bench",
+            "wakeup",
+            "--count",
+            "50",
+            "--interval-ms",
+            "10",
+            "--busy-us",
+            "100",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(stdout(&o).trim()).expect("JSON");
+    assert_eq!(r["all"]["n"], 50, "{r}");
+    let by_state = r["by_state"].as_array().unwrap();
+    let n: u64 = by_state.iter().map(|s| s["n"].as_u64().unwrap()).sum();
+    assert_eq!(n, 50, "every wake-up is classed once: {by_state:?}");
+    // Latency is positive and below the interval; the callee ran its busy-wait.
+    let p50 = r["all"]["p50_us"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p50 < 10_000.0, "p50 {p50} µs");
+    let active = r["active"]["p50_us"].as_f64().unwrap();
+    assert!(
+        (100.0..1000.0).contains(&active),
+        "callee active {active} µs"
+    );
+    assert!(
+        r["power_profile"]
+            .as_str()
+            .unwrap()
+            .contains("no energy source with sub-ms resolution here"),
+        "{r}"
+    );
+}

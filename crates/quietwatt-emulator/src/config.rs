@@ -1,0 +1,721 @@
+//! What to emulate: the processor, its topology, the RAPL domains and units, the
+//! power each domain draws over time, and the faults to inject.
+//!
+//! [`EmulatorConfig::default`] is a one-socket, four-CPU Intel Kaby Lake desktop
+//! (family 6, model 0x9E: no unit quirk) with package, core, uncore and dram
+//! domains, ESU 14 (61 µJ), full 32-bit counters updated every millisecond, and
+//! 20 W package (12 W core, 2 W uncore) plus 4 W DRAM.
+
+use crate::duration;
+use crate::error::{Error, Result};
+use crate::fault::Fault;
+use crate::units;
+use quietwatt::Domain;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// The processor vendor, family and model, as `/proc/cpuinfo` shows them. The
+/// model selects the unit quirks (see the `units` module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// GenuineIntel: MSRs 0x606/0x611/0x639/0x641/0x619/0x64D, perf `power` PMU.
+    Intel {
+        /// CPU family (6 for every RAPL part).
+        family: u32,
+        /// CPU model, e.g. 0x9E (Kaby Lake), 0x55 (Skylake-X), 0x8F (Sapphire Rapids).
+        model: u32,
+    },
+    /// AuthenticAMD (Zen): package and per-core energy only.
+    Amd {
+        /// CPU family, e.g. 0x17 (Zen, Zen 2), 0x19 (Zen 3, Zen 4), 0x1A (Zen 5).
+        family: u32,
+        /// CPU model.
+        model: u32,
+    },
+}
+
+impl Vendor {
+    /// Kaby Lake desktop (family 6, model 0x9E): the default, no unit quirk.
+    pub const KABY_LAKE: Vendor = Vendor::Intel {
+        family: 6,
+        model: 0x9E,
+    };
+    /// Skylake-X server (family 6, model 0x55): DRAM counts in 2^-16 J.
+    pub const SKYLAKE_X: Vendor = Vendor::Intel {
+        family: 6,
+        model: 0x55,
+    };
+    /// Sapphire Rapids-X (family 6, model 0x8F): psys counts in 1 J.
+    pub const SAPPHIRE_RAPIDS_X: Vendor = Vendor::Intel {
+        family: 6,
+        model: 0x8F,
+    };
+    /// AMD Zen 3 EPYC (family 0x19, model 0x01).
+    pub const ZEN3: Vendor = Vendor::Amd {
+        family: 0x19,
+        model: 0x01,
+    };
+
+    /// An Intel family-6 part of the given model.
+    pub fn intel(model: u32) -> Vendor {
+        Vendor::Intel { family: 6, model }
+    }
+
+    /// The `model name` `/proc/cpuinfo` shows.
+    pub fn model_name(self) -> String {
+        crate::cpuinfo::model_name(self)
+    }
+
+    /// Whether this is AMD (package and per-core counters only).
+    pub fn is_amd(self) -> bool {
+        matches!(self, Vendor::Amd { .. })
+    }
+
+    /// `vendor_id` in `/proc/cpuinfo`.
+    pub fn vendor_id(self) -> &'static str {
+        match self {
+            Vendor::Intel { .. } => "GenuineIntel",
+            Vendor::Amd { .. } => "AuthenticAMD",
+        }
+    }
+
+    /// The CPU family.
+    pub fn family(self) -> u32 {
+        match self {
+            Vendor::Intel { family, .. } | Vendor::Amd { family, .. } => family,
+        }
+    }
+
+    /// The CPU model.
+    pub fn model(self) -> u32 {
+        match self {
+            Vendor::Intel { model, .. } | Vendor::Amd { model, .. } => model,
+        }
+    }
+}
+
+/// Which RAPL domains exist besides `package` (always present).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Domains {
+    /// PP0, all cores (AMD: the per-core counters).
+    pub core: bool,
+    /// PP1, the uncore / integrated GPU (Intel only).
+    pub uncore: bool,
+    /// DRAM (Intel only).
+    pub dram: bool,
+    /// Platform (psys), one per system (Intel only).
+    pub psys: bool,
+}
+
+impl Domains {
+    /// Intel's default: core, uncore and dram; no psys.
+    pub const INTEL: Domains = Domains {
+        core: true,
+        uncore: true,
+        dram: true,
+        psys: false,
+    };
+    /// AMD's only layout: package and core.
+    pub const AMD: Domains = Domains {
+        core: true,
+        uncore: false,
+        dram: false,
+        psys: false,
+    };
+
+    /// Whether `domain` is emulated (package always is).
+    pub fn has(&self, domain: Domain) -> bool {
+        match domain {
+            Domain::Package => true,
+            Domain::Core => self.core,
+            Domain::Uncore => self.uncore,
+            Domain::Dram => self.dram,
+            Domain::Psys => self.psys,
+        }
+    }
+}
+
+/// Constant power per domain of one socket, in watts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DomainWatts {
+    /// The package; includes core and uncore.
+    pub package: f64,
+    /// The cores (AMD: all cores together, split evenly between them).
+    pub core: f64,
+    /// The uncore.
+    pub uncore: f64,
+    /// The DRAM.
+    pub dram: f64,
+}
+
+impl Default for DomainWatts {
+    fn default() -> Self {
+        DomainWatts {
+            package: 20.0,
+            core: 12.0,
+            uncore: 2.0,
+            dram: 4.0,
+        }
+    }
+}
+
+impl DomainWatts {
+    fn get_mut(&mut self, domain: Domain) -> Option<&mut f64> {
+        match domain {
+            Domain::Package => Some(&mut self.package),
+            Domain::Core => Some(&mut self.core),
+            Domain::Uncore => Some(&mut self.uncore),
+            Domain::Dram => Some(&mut self.dram),
+            Domain::Psys => None,
+        }
+    }
+
+    /// The power of `domain` (psys is not per socket: 0 here).
+    pub fn get(&self, domain: Domain) -> f64 {
+        match domain {
+            Domain::Package => self.package,
+            Domain::Core => self.core,
+            Domain::Uncore => self.uncore,
+            Domain::Dram => self.dram,
+            Domain::Psys => 0.0,
+        }
+    }
+}
+
+/// One step of a power trace: from `time_s` on, every domain draws `scale` times
+/// its profile power.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TracePoint {
+    /// Emulated time, seconds since emulated time 0 (the mount, less `start_offset`).
+    pub time_s: f64,
+    /// The factor applied to every domain's power.
+    pub scale: f64,
+}
+
+/// A piecewise-constant scaling of the whole power profile over time.
+///
+/// Text form (a CSV file): one `time_s,scale` pair per line, times strictly
+/// increasing; blank lines, `#` comments and a non-numeric header line are
+/// skipped. Before the first point the scale is 1; after the last it stays.
+/// Example: `0,1` / `2,0.5` / `3.5,2` halves the power from 2 s to 3.5 s, then doubles it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Trace {
+    /// The steps, in time order.
+    pub points: Vec<TracePoint>,
+}
+
+impl Trace {
+    /// Parses the CSV text form; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Trace> {
+        let mut points: Vec<TracePoint> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let err = |why: String| Error::Trace {
+                origin: origin.to_string(),
+                line: i + 1,
+                why,
+            };
+            let mut fields = line.split([',', ';', '\t', ' ']).filter(|f| !f.is_empty());
+            let (Some(t), Some(s), None) = (fields.next(), fields.next(), fields.next()) else {
+                return Err(err(format!("'{line}' is not two fields")));
+            };
+            let (Ok(time_s), Ok(scale)) = (t.parse::<f64>(), s.parse::<f64>()) else {
+                if points.is_empty() && t.parse::<f64>().is_err() {
+                    continue; // a header line
+                }
+                return Err(err(format!("'{line}' is not two numbers")));
+            };
+            if !(time_s.is_finite() && time_s >= 0.0) {
+                return Err(err(format!("time {time_s} is not a non-negative number")));
+            }
+            if !(scale.is_finite() && (0.0..=1000.0).contains(&scale)) {
+                return Err(err(format!("scale {scale} is not between 0 and 1000")));
+            }
+            if points.last().is_some_and(|p| p.time_s >= time_s) {
+                return Err(err(format!("time {time_s} does not increase")));
+            }
+            points.push(TracePoint { time_s, scale });
+        }
+        Ok(Trace { points })
+    }
+
+    /// Reads and parses a trace file.
+    pub fn load(path: &Path) -> Result<Trace> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::TraceFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Trace::parse(&text, &path.display().to_string())
+    }
+}
+
+/// The power every domain draws.
+///
+/// Socket `s` draws `sockets[s]` when given, else `default`. psys, when emulated,
+/// draws every package and DRAM plus `platform`. A [`Trace`] scales all of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerProfile {
+    /// The power of every socket without an entry in `sockets`.
+    pub default: DomainWatts,
+    /// Per-socket overrides, by socket number.
+    #[serde(default)]
+    pub sockets: Vec<DomainWatts>,
+    /// What psys sees beyond packages and DRAM (chipset, fans, ...), watts.
+    pub platform: f64,
+    /// A scaling over time; constant power when absent.
+    #[serde(default)]
+    pub trace: Option<Trace>,
+}
+
+impl Default for PowerProfile {
+    fn default() -> Self {
+        PowerProfile {
+            default: DomainWatts::default(),
+            sockets: Vec::new(),
+            platform: 6.0,
+            trace: None,
+        }
+    }
+}
+
+impl PowerProfile {
+    /// The power of socket `socket`'s domains.
+    pub fn socket(&self, socket: u32) -> DomainWatts {
+        self.sockets
+            .get(socket as usize)
+            .copied()
+            .unwrap_or(self.default)
+    }
+
+    /// Applies a text specification: comma-separated `[SOCKET/]DOMAIN=WATTS`, DOMAIN
+    /// one of `package`, `core`, `uncore`, `dram` (per socket; without SOCKET, every
+    /// socket) or `platform` (psys beyond packages and DRAM). Example:
+    /// `package=30,core=15,1/dram=6,platform=8`.
+    pub fn apply(&mut self, spec: &str) -> Result<()> {
+        let err = |why: String| Error::PowerSpec {
+            spec: spec.to_string(),
+            why,
+        };
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (target, watts) = item
+                .split_once('=')
+                .ok_or_else(|| err(format!("'{item}' has no '='")))?;
+            let watts: f64 = watts
+                .trim()
+                .trim_end_matches(['W', 'w'])
+                .parse()
+                .map_err(|_| err(format!("'{watts}' is not a number of watts")))?;
+            if !(watts.is_finite() && (0.0..=10_000.0).contains(&watts)) {
+                return Err(err(format!("{watts} W is not between 0 and 10000")));
+            }
+            let (socket, name) = match target.split_once('/') {
+                Some((s, d)) => (
+                    Some(
+                        s.trim()
+                            .parse::<u32>()
+                            .map_err(|_| err(format!("'{s}' is not a socket number")))?,
+                    ),
+                    d.trim(),
+                ),
+                None => (None, target.trim()),
+            };
+            if name.eq_ignore_ascii_case("platform") {
+                if socket.is_some() {
+                    return Err(err("platform power is not per socket".to_string()));
+                }
+                self.platform = watts;
+                continue;
+            }
+            let domain: Domain = name.parse().map_err(|e| err(format!("{e}")))?;
+            if domain == Domain::Psys {
+                return Err(err(
+                    "psys is the sum of packages, DRAM and `platform`: set platform=W".to_string(),
+                ));
+            }
+            match socket {
+                Some(s) => {
+                    let s = s as usize;
+                    if s >= 4096 {
+                        return Err(err(format!("socket {s} is out of range")));
+                    }
+                    if self.sockets.len() <= s {
+                        self.sockets.resize(s + 1, self.default);
+                    }
+                    if let Some(w) = self.sockets[s].get_mut(domain) {
+                        *w = watts;
+                    }
+                }
+                None => {
+                    if let Some(w) = self.default.get_mut(domain) {
+                        *w = watts;
+                    }
+                    for socket in &mut self.sockets {
+                        if let Some(w) = socket.get_mut(domain) {
+                            *w = watts;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything the emulator serves. Plain data: build it with struct update syntax
+/// or the `with_*` helpers, then [`crate::Emulator::mount`] validates it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmulatorConfig {
+    /// Vendor, family and model.
+    pub vendor: Vendor,
+    /// Number of packages.
+    pub sockets: u32,
+    /// CPUs per package (one thread per core).
+    pub cpus_per_socket: u32,
+    /// Which domains exist besides `package`.
+    pub domains: Domains,
+    /// Also serve the `intel-rapl-mmio` control type (package 0 and its DRAM,
+    /// duplicating `intel-rapl:0`), as the int340x thermal driver does (Intel only).
+    pub mmio: bool,
+    /// The energy-status unit in the unit register (one count = 2^-esu J); `None`
+    /// picks the vendor's usual value: 14 on Intel, 16 on AMD, 5 on Atom.
+    pub esu: Option<u8>,
+    /// Counter width: served counts wrap at 2^counter_bits (hardware: 32).
+    pub counter_bits: u8,
+    /// Counters advance in steps, at multiples of this since the mount.
+    #[serde(with = "duration::text")]
+    pub update_interval: Duration,
+    /// Emulated time at the mount: counters start as if the machine had been
+    /// drawing power this long (e.g. to start just before a wrap).
+    #[serde(with = "duration::text")]
+    pub start_offset: Duration,
+    /// The power drawn.
+    pub power: PowerProfile,
+    /// Faults present from the mount (or from their `@TIME`).
+    pub faults: Vec<Fault>,
+    /// Serve `energy_uj` as 0400 root-only and `msr` as 0600, refusing other users
+    /// with EACCES, as kernels since the CVE-2020-8694 fix do (false: 0444).
+    pub enforce_permissions: bool,
+    /// Register zones out of socket order (package 1 before package 0, subzones
+    /// reversed), so that readers relying on zone ids are caught.
+    pub shuffle_zone_ids: bool,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        EmulatorConfig {
+            vendor: Vendor::KABY_LAKE,
+            sockets: 1,
+            cpus_per_socket: 4,
+            domains: Domains::INTEL,
+            mmio: false,
+            esu: None,
+            counter_bits: 32,
+            update_interval: Duration::from_millis(1),
+            start_offset: Duration::ZERO,
+            power: PowerProfile::default(),
+            faults: Vec::new(),
+            enforce_permissions: true,
+            shuffle_zone_ids: false,
+        }
+    }
+}
+
+impl EmulatorConfig {
+    /// The default Intel configuration for another model (family 6).
+    pub fn intel(model: u32) -> EmulatorConfig {
+        EmulatorConfig {
+            vendor: Vendor::intel(model),
+            ..EmulatorConfig::default()
+        }
+    }
+
+    /// An AMD Zen 3 EPYC (family 0x19, model 0x01): package and per-core counters,
+    /// ESU 16, 8 cores per socket.
+    pub fn amd() -> EmulatorConfig {
+        EmulatorConfig {
+            vendor: Vendor::ZEN3,
+            cpus_per_socket: 8,
+            domains: Domains::AMD,
+            ..EmulatorConfig::default()
+        }
+    }
+
+    /// With `n` sockets.
+    pub fn with_sockets(mut self, n: u32) -> Self {
+        self.sockets = n;
+        self
+    }
+
+    /// With `n` CPUs per socket.
+    pub fn with_cpus_per_socket(mut self, n: u32) -> Self {
+        self.cpus_per_socket = n;
+        self
+    }
+
+    /// With counters `bits` wide.
+    pub fn with_counter_bits(mut self, bits: u8) -> Self {
+        self.counter_bits = bits;
+        self
+    }
+
+    /// With this energy-status unit.
+    pub fn with_esu(mut self, esu: u8) -> Self {
+        self.esu = Some(esu);
+        self
+    }
+
+    /// With counters updated every `interval`.
+    pub fn with_update_interval(mut self, interval: Duration) -> Self {
+        self.update_interval = interval;
+        self
+    }
+
+    /// With `fault` injected from the mount (or its `@TIME`).
+    pub fn with_fault(mut self, fault: Fault) -> Self {
+        self.faults.push(fault);
+        self
+    }
+
+    /// With the power specification applied (see [`PowerProfile::apply`]).
+    pub fn with_power(mut self, spec: &str) -> Result<Self> {
+        self.power.apply(spec)?;
+        Ok(self)
+    }
+
+    /// The ESU in effect.
+    pub fn esu(&self) -> u8 {
+        self.esu.unwrap_or_else(|| units::default_esu(self.vendor))
+    }
+
+    /// The value of the unit register (0x606 / 0xC0010299): power units 1/8 W, the
+    /// ESU, time units 2^-10 s.
+    pub fn unit_register(&self) -> u64 {
+        units::unit_register(self.esu())
+    }
+
+    /// Number of CPUs.
+    pub fn cpus(&self) -> u32 {
+        self.sockets.saturating_mul(self.cpus_per_socket)
+    }
+
+    /// The socket of CPU `cpu`.
+    pub fn socket_of(&self, cpu: u32) -> u32 {
+        cpu / self.cpus_per_socket.max(1)
+    }
+
+    /// Whether (socket, domain) is emulated. psys exists once, on socket 0.
+    pub fn has(&self, socket: u32, domain: Domain) -> bool {
+        socket < self.sockets && self.domains.has(domain) && (domain != Domain::Psys || socket == 0)
+    }
+
+    /// Every emulated (socket, domain), sockets in order.
+    pub fn counters(&self) -> Vec<(u32, Domain)> {
+        let mut out = Vec::new();
+        for s in 0..self.sockets {
+            for d in Domain::ALL {
+                if self.has(s, d) {
+                    out.push((s, d));
+                }
+            }
+        }
+        out
+    }
+
+    /// The constant (untraced) power of (socket, domain) in watts, if emulated.
+    pub fn watts(&self, socket: u32, domain: Domain) -> Option<f64> {
+        if !self.has(socket, domain) {
+            return None;
+        }
+        if domain == Domain::Psys {
+            let mut sum = self.power.platform;
+            for s in 0..self.sockets {
+                let w = self.power.socket(s);
+                sum += w.package;
+                if self.domains.dram {
+                    sum += w.dram;
+                }
+            }
+            return Some(sum);
+        }
+        Some(self.power.socket(socket).get(domain))
+    }
+
+    /// The power behind (socket, domain)'s powercap zone: [`EmulatorConfig::watts`],
+    /// except AMD `core`, whose zone reads only the package's first core (the
+    /// kernel reads the per-core MSR on the lead CPU, RAPL-FACTS §4): the core
+    /// power divided by `cpus_per_socket`.
+    pub fn zone_watts(&self, socket: u32, domain: Domain) -> Option<f64> {
+        let w = self.watts(socket, domain)?;
+        if self.vendor.is_amd() && domain == Domain::Core {
+            Some(w / f64::from(self.cpus_per_socket.max(1)))
+        } else {
+            Some(w)
+        }
+    }
+
+    /// Checks that the configuration describes a machine the emulator can serve.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(Error::Config(why));
+        if !(1..=64).contains(&self.sockets) {
+            return bad(format!("sockets = {} (1 to 64)", self.sockets));
+        }
+        if !(1..=512).contains(&self.cpus_per_socket) {
+            return bad(format!(
+                "cpus_per_socket = {} (1 to 512)",
+                self.cpus_per_socket
+            ));
+        }
+        if !(8..=32).contains(&self.counter_bits) {
+            return bad(format!(
+                "counter_bits = {} (8 to 32; real counters are 32)",
+                self.counter_bits
+            ));
+        }
+        let esu = self.esu();
+        if esu > 24 {
+            return bad(format!("esu = {esu} (0 to 24)"));
+        }
+        if self.update_interval < Duration::from_micros(1)
+            || self.update_interval > Duration::from_secs(60)
+        {
+            return bad(format!(
+                "update_interval = {} (1us to 60s)",
+                duration::format_duration(self.update_interval)
+            ));
+        }
+        if self.start_offset > Duration::from_secs(10 * 365 * 86_400) {
+            return bad("start_offset is over ten years".to_string());
+        }
+        if self.vendor.is_amd() {
+            if self.domains.uncore || self.domains.dram || self.domains.psys {
+                return bad(
+                    "AMD RAPL has only package and core domains: disable uncore, dram and psys"
+                        .to_string(),
+                );
+            }
+            if self.mmio {
+                return bad(
+                    "intel-rapl-mmio is an Intel thermal driver: no mmio on AMD".to_string()
+                );
+            }
+        }
+        for s in 0..self.sockets {
+            let w = self.power.socket(s);
+            for d in [Domain::Package, Domain::Core, Domain::Uncore, Domain::Dram] {
+                let v = w.get(d);
+                if !(v.is_finite() && (0.0..=10_000.0).contains(&v)) {
+                    return bad(format!("socket {s} {d} power {v} W (0 to 10000)"));
+                }
+            }
+            let inside = if self.domains.core { w.core } else { 0.0 }
+                + if self.domains.uncore { w.uncore } else { 0.0 };
+            if inside > w.package + 1e-9 {
+                return bad(format!(
+                    "socket {s}: core + uncore = {inside} W exceeds package {} W (they are inside it)",
+                    w.package
+                ));
+            }
+        }
+        let p = self.power.platform;
+        if !(p.is_finite() && (0.0..=10_000.0).contains(&p)) {
+            return bad(format!("platform power {p} W (0 to 10000)"));
+        }
+        for f in &self.faults {
+            if !self.has(f.socket, f.domain) {
+                return bad(format!(
+                    "fault {f}: socket {} has no {} domain",
+                    f.socket, f.domain
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_round_trips_through_json() {
+        let c = EmulatorConfig::default();
+        c.validate().unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"update_interval\":\"1ms\""), "{json}");
+        let back: EmulatorConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        EmulatorConfig::amd().validate().unwrap();
+    }
+
+    #[test]
+    fn power_spec_sets_defaults_sockets_and_platform() {
+        let mut c = EmulatorConfig::default().with_sockets(2);
+        c.power
+            .apply("package=30, core=15,1/dram=6W,platform=8")
+            .unwrap();
+        assert_eq!(c.watts(0, Domain::Package), Some(30.0));
+        assert_eq!(c.watts(1, Domain::Core), Some(15.0));
+        assert_eq!(c.watts(0, Domain::Dram), Some(4.0));
+        assert_eq!(c.watts(1, Domain::Dram), Some(6.0));
+        c.domains.psys = true;
+        assert_eq!(
+            c.watts(0, Domain::Psys),
+            Some(30.0 + 4.0 + 30.0 + 6.0 + 8.0)
+        );
+        assert_eq!(c.watts(1, Domain::Psys), None);
+        assert_eq!(c.zone_watts(1, Domain::Core), Some(15.0));
+        assert_eq!(EmulatorConfig::amd().zone_watts(0, Domain::Core), Some(1.5));
+        for bad in [
+            "package",
+            "package=x",
+            "gpu0=3",
+            "psys=3",
+            "1/platform=2",
+            "x/core=1",
+            "core=-1",
+        ] {
+            assert!(c.power.apply(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn validation_explains() {
+        let amd_dram = EmulatorConfig {
+            domains: Domains::INTEL,
+            ..EmulatorConfig::amd()
+        };
+        assert!(amd_dram.validate().unwrap_err().to_string().contains("AMD"));
+        let hot_core = EmulatorConfig::default().with_power("core=30").unwrap();
+        assert!(hot_core.validate().is_err());
+        assert!(EmulatorConfig::default()
+            .with_counter_bits(4)
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn trace_parses_with_header_and_comments() {
+        let t = Trace::parse(
+            "time_s,scale\n# idle first\n0,0\n0.5, 2 # busy\n\n1.5\t1\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(t.points.len(), 3);
+        assert_eq!(
+            t.points[1],
+            TracePoint {
+                time_s: 0.5,
+                scale: 2.0
+            }
+        );
+        assert!(Trace::parse("0,1\n0,2\n", "t").is_err());
+        assert!(Trace::parse("0,1\nx,2\n", "t").is_err());
+        assert!(Trace::parse("0,-1\n", "t").is_err());
+        assert!(Trace::parse("0,1,2\n", "t").is_err());
+    }
+}

@@ -1,0 +1,437 @@
+//! The mounted emulator: its state shared with the FUSE thread, and the handle
+//! tests and the CLI hold.
+
+use crate::config::EmulatorConfig;
+use crate::duration;
+use crate::error::{mount_hint, Error, Result};
+use crate::fault::{Effect, Fault, FaultSet};
+use crate::fs::EmulatorFs;
+use crate::layout::{self, Node, Tree};
+use crate::truth::{GroundTruth, Mechanism, Served, ServedLog};
+use quietwatt::{Domain, Joules};
+use serde::Serialize;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// State shared by the FUSE thread and the [`Emulator`] handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The validated configuration.
+    pub config: EmulatorConfig,
+    /// Counters and clock.
+    pub truth: GroundTruth,
+    /// The files served.
+    pub tree: Tree,
+    /// The unit register's value.
+    pub unit_register: u64,
+    /// Faults in force.
+    pub faults: RwLock<FaultSet>,
+    /// What was served.
+    pub served: Mutex<ServedLog>,
+    /// When the mount happened (file times).
+    pub mounted_at: SystemTime,
+    /// The mount point, canonical.
+    pub mountpoint: PathBuf,
+}
+
+/// One read of a counter, after faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CounterRead {
+    /// The unwrapped raw count.
+    Value(u64),
+    /// Garbage (fault).
+    Garbage,
+    /// Out of range (fault), with the count it would have been.
+    Overrange(u64),
+    /// The counter is gone (fault).
+    Vanished,
+}
+
+impl Shared {
+    /// Nanoseconds since the mount.
+    pub fn now_ns(&self) -> u64 {
+        self.truth.now_ns()
+    }
+
+    fn faults(&self) -> std::sync::RwLockReadGuard<'_, FaultSet> {
+        self.faults.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn served_log(&self) -> MutexGuard<'_, ServedLog> {
+        self.served.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What faults do to (socket, domain) now.
+    pub fn effect(&self, socket: u32, domain: Domain, now_ns: u64) -> Effect {
+        self.faults().effect(socket, domain, now_ns)
+    }
+
+    /// Whether `node` is present (no vanish fault hides it).
+    pub fn visible(&self, node: &Node, now_ns: u64) -> bool {
+        if node.hide_if.is_empty() {
+            return true;
+        }
+        let faults = self.faults();
+        node.hide_if
+            .iter()
+            .all(|&(s, d)| !faults.effect(s, d, now_ns).vanished)
+    }
+
+    /// Reads counter `i` through `mechanism` at `now_ns`, recording what is served.
+    pub fn read_counter(&self, i: usize, mechanism: Mechanism, now_ns: u64) -> CounterRead {
+        let c = self.truth.counter(i);
+        let e = self.effect(c.socket, c.domain, now_ns);
+        if e.vanished {
+            return CounterRead::Vanished;
+        }
+        let read_at = e.frozen_at.map_or(now_ns, |f| now_ns.min(f));
+        let raw = self.truth.raw(i, self.truth.counter_time(read_at));
+        if e.garbage {
+            return CounterRead::Garbage;
+        }
+        if e.overrange {
+            return CounterRead::Overrange(raw);
+        }
+        self.served_log().record(mechanism, i, raw, now_ns);
+        CounterRead::Value(raw)
+    }
+
+    /// What (socket, domain) served, through `mechanism` or any.
+    pub fn served(
+        &self,
+        mechanism: Option<Mechanism>,
+        socket: u32,
+        domain: Domain,
+    ) -> Option<Served> {
+        self.served_log()
+            .served(&self.truth, mechanism, socket, domain)
+    }
+
+    /// The report `truth.json` serves.
+    pub fn report(&self) -> TruthReport {
+        let now = self.now_ns();
+        let domains = self
+            .config
+            .counters()
+            .into_iter()
+            .map(|(socket, domain)| {
+                let served = self.served(None, socket, domain);
+                DomainTruth {
+                    socket,
+                    domain,
+                    watts: self.config.watts(socket, domain).unwrap_or(0.0),
+                    truth_j: self.truth.truth(socket, domain),
+                    served_energy_j: served.map(|s| s.energy()),
+                    served,
+                    served_powercap: self.served(Some(Mechanism::Powercap), socket, domain),
+                    served_msr: self.served(Some(Mechanism::Msr), socket, domain),
+                }
+            })
+            .collect();
+        TruthReport {
+            mountpoint: self.mountpoint.clone(),
+            elapsed: Duration::from_nanos(now),
+            emulated_time: Duration::from_nanos(self.truth.exact_time(now)),
+            domains,
+            faults: self.faults().faults(),
+        }
+    }
+}
+
+/// The ground truth of every domain and what was served of it, as
+/// `.quietwatt-emulator/truth.json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthReport {
+    /// The mount point.
+    pub mountpoint: PathBuf,
+    /// Time since the mount.
+    #[serde(rename = "elapsed_s", with = "duration::secs")]
+    pub elapsed: Duration,
+    /// The emulated clock: `elapsed` plus the start offset.
+    #[serde(rename = "emulated_time_s", with = "duration::secs")]
+    pub emulated_time: Duration,
+    /// One entry per emulated (socket, domain).
+    pub domains: Vec<DomainTruth>,
+    /// The faults in force.
+    pub faults: Vec<Fault>,
+}
+
+/// The truth about one (socket, domain).
+#[derive(Debug, Clone, Serialize)]
+pub struct DomainTruth {
+    /// The socket (psys: 0).
+    pub socket: u32,
+    /// The domain.
+    pub domain: Domain,
+    /// The configured (untraced) power, watts.
+    pub watts: f64,
+    /// The exact energy drawn since emulated time 0.
+    pub truth_j: Joules,
+    /// `served.last_j - served.first_j`.
+    pub served_energy_j: Option<Joules>,
+    /// What was served through any mechanism, in the hardware unit.
+    pub served: Option<Served>,
+    /// What was served through powercap, converted as powercap does.
+    pub served_powercap: Option<Served>,
+    /// What was served through MSRs.
+    pub served_msr: Option<Served>,
+}
+
+/// A mounted RAPL emulator. Dropping it (or [`Emulator::unmount`]) unmounts.
+///
+/// ```no_run
+/// use quietwatt_emulator::{Emulator, EmulatorConfig};
+/// let dir = std::path::Path::new("/tmp/emu");
+/// let emu = Emulator::mount(dir, EmulatorConfig::default())?;
+/// let uj = std::fs::read_to_string(dir.join("sys/class/powercap/intel-rapl:0/energy_uj"))?;
+/// println!("{uj} (truth {:?})", emu.truth(0, quietwatt::Domain::Package));
+/// emu.unmount()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Emulator {
+    shared: Arc<Shared>,
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl Emulator {
+    /// Mounts a FUSE filesystem at `dir` (an existing empty directory) serving the
+    /// emulated tree from a background thread. Needs root (or CAP_SYS_ADMIN) and
+    /// `/dev/fuse`; the error says what to do when the mount fails.
+    pub fn mount(dir: impl AsRef<Path>, config: EmulatorConfig) -> Result<Emulator> {
+        config.validate()?;
+        let dir = check_mountpoint(dir.as_ref())?;
+        let truth = GroundTruth::new(&config);
+        let tree = layout::build(&config, &truth, &dir);
+        let mut faults = FaultSet::default();
+        for f in &config.faults {
+            faults.add(*f, 0);
+        }
+        let shared = Arc::new(Shared {
+            unit_register: config.unit_register(),
+            config,
+            truth,
+            tree,
+            faults: RwLock::new(faults),
+            served: Mutex::new(ServedLog::default()),
+            mounted_at: SystemTime::now(),
+            mountpoint: dir.clone(),
+        });
+        let mut options = fuser::Config::default();
+        options.mount_options = vec![fuser::MountOption::FSName("quietwatt-emulator".to_string())];
+        options.acl = fuser::SessionACL::All;
+        let session = fuser::spawn_mount(EmulatorFs::new(Arc::clone(&shared)), &dir, &options)
+            .map_err(|source| Error::Mount {
+                path: dir.clone(),
+                hint: mount_hint(&source),
+                source,
+            })?;
+        Ok(Emulator {
+            shared,
+            session: Some(session),
+        })
+    }
+
+    /// The mount point (canonical).
+    pub fn dir(&self) -> &Path {
+        &self.shared.mountpoint
+    }
+
+    /// The configuration served.
+    pub fn config(&self) -> &EmulatorConfig {
+        &self.shared.config
+    }
+
+    /// Time since the mount.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.shared.now_ns())
+    }
+
+    /// The exact energy (socket, domain) has drawn by now, since emulated time 0
+    /// (the mount, less `start_offset`), whatever the faults. Zero for a domain
+    /// that is not emulated. AMD `core` is the sum of every core.
+    pub fn truth(&self, socket: u32, domain: Domain) -> Joules {
+        self.shared.truth.truth(socket, domain)
+    }
+
+    /// What (socket, domain)'s counter served through `mechanism` between its first
+    /// and its last read, converted as a correct reader of that mechanism converts
+    /// it (powercap: µJ with the kernel's whole-nanojoule unit, e.g. 15300 nJ for
+    /// Skylake-X DRAM; MSR: the hardware unit, quirks applied); `None` before any
+    /// read. powercap counts both `intel-rapl` and `intel-rapl-mmio` zones. AMD
+    /// `core` adds every core read (powercap's `core` zone reads only core 0).
+    pub fn served(&self, mechanism: Mechanism, socket: u32, domain: Domain) -> Option<Served> {
+        self.shared.served(Some(mechanism), socket, domain)
+    }
+
+    /// Like [`Emulator::served`], over reads through any mechanism (the earliest
+    /// first read and the latest last read of the counter), in the hardware unit.
+    pub fn served_any(&self, socket: u32, domain: Domain) -> Option<Served> {
+        self.shared.served(None, socket, domain)
+    }
+
+    /// Forgets what was served so far.
+    pub fn reset_served(&self) {
+        self.shared.served_log().reset();
+    }
+
+    /// Injects `fault` now (or at its `@TIME` after the mount). A freeze never
+    /// starts in the past: that would move the counter back.
+    pub fn inject(&self, fault: Fault) -> Result<()> {
+        if !self.shared.config.has(fault.socket, fault.domain) {
+            return Err(Error::FaultSpec {
+                spec: fault.to_string(),
+                why: format!(
+                    "socket {} has no {} domain in this emulator",
+                    fault.socket, fault.domain
+                ),
+            });
+        }
+        let now = self.shared.now_ns();
+        self.shared
+            .faults
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(fault, now);
+        Ok(())
+    }
+
+    /// Removes every fault (a frozen counter jumps to its live value).
+    pub fn clear_faults(&self) {
+        self.shared
+            .faults
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// The faults in force.
+    pub fn faults(&self) -> Vec<Fault> {
+        self.shared.faults().faults()
+    }
+
+    /// The truth report (what `truth.json` serves).
+    pub fn report(&self) -> TruthReport {
+        self.shared.report()
+    }
+
+    /// The script that runs a command seeing this emulator as `/`:
+    /// `sh <this> COMMAND...` (as root; see the `namespace` docs).
+    pub fn enter_script(&self) -> PathBuf {
+        self.dir().join(".quietwatt-emulator/enter.sh")
+    }
+
+    /// Unmounts, reporting errors (dropping unmounts too, silently). A mount still
+    /// in use (a process's working directory, an open file) is detached lazily:
+    /// it disappears from the directory at once and stops when the last user closes it.
+    pub fn unmount(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        let result = umount(&self.shared.mountpoint);
+        // The FUSE thread ends when the kernel closes the connection: at once,
+        // unless another mount namespace still holds a copy of the mount.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !session.guard.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if session.guard.is_finished() {
+            let _ = session.join();
+        } else {
+            drop(session);
+        }
+        result
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Unmounts `dir`; lazily when busy; fine when already unmounted.
+fn umount(dir: &Path) -> Result<()> {
+    let err = |source| Error::Unmount {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| err(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => {
+            // SAFETY: as above.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                Ok(())
+            } else {
+                Err(err(std::io::Error::last_os_error()))
+            }
+        }
+        // Not mounted any more (unmounted by hand).
+        Some(libc::EINVAL) => Ok(()),
+        _ => Err(err(e)),
+    }
+}
+
+/// Checks that `dir` is an existing empty directory; returns it canonical.
+fn check_mountpoint(dir: &Path) -> Result<PathBuf> {
+    let bad = |why: String| Error::MountPoint {
+        path: dir.to_path_buf(),
+        why,
+    };
+    let meta = std::fs::metadata(dir).map_err(|e| bad(format!("{e} (create it first)")))?;
+    if !meta.is_dir() {
+        return Err(bad("not a directory".to_string()));
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| bad(e.to_string()))?;
+    if entries.next().is_some() {
+        return Err(bad(
+            "not empty (the emulator would hide what it holds; use an empty directory)".to_string(),
+        ));
+    }
+    dir.canonicalize().map_err(|e| bad(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handle_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Emulator>();
+        send_sync::<TruthReport>();
+    }
+
+    #[test]
+    fn mount_points_must_be_empty_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(check_mountpoint(dir.path()).is_ok());
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        assert!(check_mountpoint(&file)
+            .unwrap_err()
+            .to_string()
+            .contains("not a directory"));
+        assert!(check_mountpoint(dir.path())
+            .unwrap_err()
+            .to_string()
+            .contains("not empty"));
+        let missing = check_mountpoint(&dir.path().join("nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("create it first"), "{missing}");
+    }
+}

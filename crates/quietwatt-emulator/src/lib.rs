@@ -1,0 +1,46 @@
+//! A RAPL device that real programs read as if it were `/`.
+//!
+//! [`Emulator::mount`] mounts one FUSE filesystem at a directory and serves, from
+//! memory, the kernel's RAPL interfaces with the exact layouts of a real machine:
+//! CPU topology (`sys/devices/system/cpu`), `proc/cpuinfo`, powercap zones
+//! (`sys/devices/virtual/powercap`, `sys/class/powercap` links), MSRs
+//! (`dev/cpu/N/msr`) and the perf PMU description (`sys/devices/power`). Every
+//! counter read is computed when it happens from an exact ground truth (the
+//! integral of a configured power profile), so a test can compare what a reader
+//! measured with what was really served ([`Emulator::served`]) and drawn
+//! ([`Emulator::truth`]), across wraps, unit quirks and injected faults.
+//!
+//! Point a reader at it with a root directory (`quietwatt --root DIR`), or run
+//! any program in a private mount namespace where the emulator is grafted over
+//! the standard paths: `sh DIR/.quietwatt-emulator/enter.sh COMMAND` (see the
+//! crate README).
+//!
+//! Modules, one per concept:
+//! - [`config`]: what to emulate ([`EmulatorConfig`]), power profiles and traces.
+//! - `units`: RAPL energy units and per-model quirks.
+//! - `truth`: the exact energy, raw counts, and the record of served values.
+//! - [`fault`]: faults to inject ([`Fault`]).
+//! - `layout`: the tree of files served; `cpuinfo`: `/proc/cpuinfo`.
+//! - [`msr`]: the register file behind `/dev/cpu/N/msr`.
+//! - `namespace`: the `enter.sh` script.
+//! - `fs`: the FUSE glue; `emulator`: the mounted handle.
+#![warn(missing_docs)]
+
+pub mod config;
+mod cpuinfo;
+pub mod duration;
+mod emulator;
+pub mod error;
+pub mod fault;
+mod fs;
+mod layout;
+pub mod msr;
+mod namespace;
+mod truth;
+mod units;
+
+pub use config::{DomainWatts, Domains, EmulatorConfig, PowerProfile, Trace, TracePoint, Vendor};
+pub use emulator::{DomainTruth, Emulator, TruthReport};
+pub use error::{Error, Result};
+pub use fault::{Fault, FaultKind};
+pub use truth::{Mechanism, Served};

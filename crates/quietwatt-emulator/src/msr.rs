@@ -1,0 +1,140 @@
+//! The model-specific registers behind `/dev/cpu/N/msr` (RAPL-FACTS §1, §5).
+//!
+//! `pread(fd, buf, 8 * k, REGISTER)` returns the register as a little-endian u64,
+//! `k` times; a count that is not a multiple of 8 is EINVAL, an unknown register
+//! EIO, as in `arch/x86/kernel/msr.c`. Only the registers of emulated domains
+//! exist. Energy registers hold the count modulo 2^counter_bits in bits 31:0.
+//!
+//! | Intel | | AMD | |
+//! |---|---|---|---|
+//! | 0x606 | unit | 0xC0010299 | unit |
+//! | 0x611 | package | 0xC001029B | package |
+//! | 0x639 | core (PP0) | 0xC001029A | this CPU's core |
+//! | 0x641 | uncore (PP1) | | |
+//! | 0x619 | dram | | |
+//! | 0x64D | psys (any CPU) | | |
+//!
+//! Package registers read on any CPU of a package give that package's count.
+
+use crate::config::EmulatorConfig;
+use crate::truth::GroundTruth;
+use quietwatt::Domain;
+
+/// MSR_RAPL_POWER_UNIT.
+pub const MSR_RAPL_POWER_UNIT: u64 = 0x606;
+/// MSR_PKG_ENERGY_STATUS.
+pub const MSR_PKG_ENERGY_STATUS: u64 = 0x611;
+/// MSR_DRAM_ENERGY_STATUS.
+pub const MSR_DRAM_ENERGY_STATUS: u64 = 0x619;
+/// MSR_PP0_ENERGY_STATUS (core).
+pub const MSR_PP0_ENERGY_STATUS: u64 = 0x639;
+/// MSR_PP1_ENERGY_STATUS (uncore).
+pub const MSR_PP1_ENERGY_STATUS: u64 = 0x641;
+/// MSR_PLATFORM_ENERGY_STATUS (psys).
+pub const MSR_PLATFORM_ENERGY_STATUS: u64 = 0x64D;
+/// MSR_AMD_RAPL_POWER_UNIT.
+pub const MSR_AMD_RAPL_POWER_UNIT: u64 = 0xC001_0299;
+/// MSR_AMD_CORE_ENERGY_STATUS (per core).
+pub const MSR_AMD_CORE_ENERGY_STATUS: u64 = 0xC001_029A;
+/// MSR_AMD_PKG_ENERGY_STATUS.
+pub const MSR_AMD_PKG_ENERGY_STATUS: u64 = 0xC001_029B;
+
+/// The value MSR garbage faults serve.
+pub(crate) const GARBAGE: u64 = 0xDEAD_BEEF_DEAD_BEEF;
+
+/// What a register read on a CPU returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Register {
+    /// A constant (the unit register).
+    Fixed(u64),
+    /// The energy counter with this index in the ground truth.
+    Energy(usize),
+}
+
+/// Register `reg` as CPU `cpu` sees it, or `None` (EIO).
+pub(crate) fn register(
+    config: &EmulatorConfig,
+    truth: &GroundTruth,
+    unit_register: u64,
+    cpu: u32,
+    reg: u64,
+) -> Option<Register> {
+    if cpu >= config.cpus() {
+        return None;
+    }
+    let socket = config.socket_of(cpu);
+    let energy = |socket: u32, domain: Domain, lane: u32| {
+        truth.find(socket, domain, lane).map(Register::Energy)
+    };
+    if config.vendor.is_amd() {
+        match reg {
+            MSR_AMD_RAPL_POWER_UNIT => Some(Register::Fixed(unit_register)),
+            MSR_AMD_PKG_ENERGY_STATUS => energy(socket, Domain::Package, 0),
+            MSR_AMD_CORE_ENERGY_STATUS => {
+                energy(socket, Domain::Core, cpu % config.cpus_per_socket.max(1))
+            }
+            _ => None,
+        }
+    } else {
+        match reg {
+            MSR_RAPL_POWER_UNIT => Some(Register::Fixed(unit_register)),
+            MSR_PKG_ENERGY_STATUS => energy(socket, Domain::Package, 0),
+            MSR_PP0_ENERGY_STATUS => energy(socket, Domain::Core, 0),
+            MSR_PP1_ENERGY_STATUS => energy(socket, Domain::Uncore, 0),
+            MSR_DRAM_ENERGY_STATUS => energy(socket, Domain::Dram, 0),
+            MSR_PLATFORM_ENERGY_STATUS => energy(0, Domain::Psys, 0),
+            _ => None,
+        }
+    }
+}
+
+/// The energy register an Intel or AMD part uses for `domain`, for documentation
+/// and listings.
+pub fn energy_register(amd: bool, domain: Domain) -> Option<u64> {
+    match (amd, domain) {
+        (false, Domain::Package) => Some(MSR_PKG_ENERGY_STATUS),
+        (false, Domain::Core) => Some(MSR_PP0_ENERGY_STATUS),
+        (false, Domain::Uncore) => Some(MSR_PP1_ENERGY_STATUS),
+        (false, Domain::Dram) => Some(MSR_DRAM_ENERGY_STATUS),
+        (false, Domain::Psys) => Some(MSR_PLATFORM_ENERGY_STATUS),
+        (true, Domain::Package) => Some(MSR_AMD_PKG_ENERGY_STATUS),
+        (true, Domain::Core) => Some(MSR_AMD_CORE_ENERGY_STATUS),
+        (true, _) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intel_and_amd_register_maps() {
+        let c = EmulatorConfig::default().with_sockets(2);
+        let t = GroundTruth::new(&c);
+        let r = |cpu, reg| register(&c, &t, 0xA0E03, cpu, reg);
+        assert_eq!(r(0, 0x606), Some(Register::Fixed(0xA0E03)));
+        assert_eq!(
+            r(5, 0x611),
+            t.find(1, Domain::Package, 0).map(Register::Energy)
+        );
+        assert_eq!(r(5, 0x64D), None, "psys is off by default");
+        assert_eq!(r(8, 0x611), None, "no CPU 8");
+        assert_eq!(r(0, 0xC001029B), None);
+
+        let a = EmulatorConfig::amd()
+            .with_cpus_per_socket(4)
+            .with_sockets(2);
+        let t = GroundTruth::new(&a);
+        let r = |cpu, reg| register(&a, &t, 0xA1003, cpu, reg);
+        assert_eq!(
+            r(6, MSR_AMD_CORE_ENERGY_STATUS),
+            t.find(1, Domain::Core, 2).map(Register::Energy)
+        );
+        assert_eq!(
+            r(6, MSR_AMD_PKG_ENERGY_STATUS),
+            t.find(1, Domain::Package, 0).map(Register::Energy)
+        );
+        assert_eq!(r(0, MSR_PKG_ENERGY_STATUS), None);
+        assert_eq!(energy_register(true, Domain::Dram), None);
+    }
+}

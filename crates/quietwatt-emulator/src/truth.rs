@@ -1,0 +1,523 @@
+//! The ground truth: the exact energy each domain has drawn, the raw counts served
+//! from it, and the record of what was served.
+//!
+//! Energy is integrated in integers so that nothing drifts: power in µW, time in
+//! ns, a trace's scale in parts per million, energy in femtojoules (µW × ns).
+//! A counter's raw count at emulated time `t` is `floor(E(t_q) / unit)`, where
+//! `t_q` is `t` rounded down to the update interval since the mount; the served
+//! value is that count modulo 2^counter_bits. Nothing is stored per read, so two
+//! reads at the same `t_q` always agree and no read can be torn.
+//!
+//! AMD's per-core counters ("lanes") each draw an even share of the core power;
+//! every other counter has a single lane 0.
+
+use crate::config::EmulatorConfig;
+use crate::duration;
+use crate::units::{self, Unit};
+use quietwatt::{Domain, Joules};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Femtojoules per joule.
+const FJ_PER_J: u128 = 1_000_000_000_000_000;
+/// The trace scale's fixed point: parts per million.
+const PPM: u128 = 1_000_000;
+
+/// How a counter was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mechanism {
+    /// `energy_uj` of a powercap zone (`intel-rapl` or `intel-rapl-mmio`).
+    Powercap,
+    /// An energy register through `/dev/cpu/N/msr`.
+    Msr,
+}
+
+impl Mechanism {
+    /// Both mechanisms.
+    pub const ALL: [Mechanism; 2] = [Mechanism::Powercap, Mechanism::Msr];
+}
+
+/// What was served of one domain's counter between its first and last read.
+///
+/// `last_j - first_j` ([`Served::energy`]) is the energy a correct reader must
+/// report for the interval from its first to its last read, wraps included.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Served {
+    /// The unwrapped counter at the first read, in joules.
+    pub first_j: Joules,
+    /// The unwrapped counter at the last read, in joules.
+    pub last_j: Joules,
+    /// When the first read happened, since the mount.
+    #[serde(rename = "first_t_s", with = "duration::secs")]
+    pub first_t: Duration,
+    /// When the last read happened, since the mount.
+    #[serde(rename = "last_t_s", with = "duration::secs")]
+    pub last_t: Duration,
+    /// How many reads served a value.
+    pub reads: u64,
+    /// The unwrapped counter at the second read (the first when there was one read):
+    /// a mechanism that probes each register once while opening (MSR) starts
+    /// counting there.
+    pub second_j: Joules,
+    /// When the second read happened, since the mount.
+    #[serde(rename = "second_t_s", with = "duration::secs")]
+    pub second_t: Duration,
+}
+
+impl Served {
+    /// The energy served between the first and the last read.
+    pub fn energy(&self) -> Joules {
+        Joules(self.last_j.0 - self.first_j.0)
+    }
+
+    /// The energy served between the second and the last read: what a reader that
+    /// probed the counter once before its first counted read measured.
+    pub fn energy_after_probe(&self) -> Joules {
+        Joules(self.last_j.0 - self.second_j.0)
+    }
+}
+
+/// One counter: a (socket, domain, lane) with its power and units.
+#[derive(Debug, Clone)]
+pub(crate) struct Counter {
+    /// The socket (psys: 0).
+    pub socket: u32,
+    /// The domain.
+    pub domain: Domain,
+    /// The core within the package for AMD per-core counters, else 0.
+    pub lane: u32,
+    /// Untraced power in µW.
+    pub power_uw: u64,
+    /// What one raw count is.
+    pub unit: Unit,
+    /// powercap's unit for this counter, nJ.
+    pub powercap_unit_nj: u64,
+}
+
+/// The power scale over emulated time, as an integral.
+#[derive(Debug, Clone)]
+struct Scale {
+    /// (start ns, scale ppm, integral of scale up to start in ppm·ns), by start.
+    segments: Vec<(u64, u128, u128)>,
+}
+
+impl Scale {
+    fn new(config: &EmulatorConfig) -> Scale {
+        let mut segments = vec![(0u64, PPM, 0u128)];
+        let points = config.power.trace.iter().flat_map(|t| &t.points);
+        for p in points {
+            let start = (p.time_s * 1e9).round() as u64;
+            let ppm = (p.scale * 1e6).round() as u128;
+            let Some(last) = segments.last_mut() else {
+                continue;
+            };
+            if start <= last.0 {
+                // Only a point at time 0 lands here: it replaces the implicit scale 1.
+                last.1 = ppm;
+            } else {
+                let cum = last.2 + last.1 * u128::from(start - last.0);
+                segments.push((start, ppm, cum));
+            }
+        }
+        Scale { segments }
+    }
+
+    /// ∫_0^t scale(τ) dτ, in ppm·ns.
+    fn integral(&self, t_ns: u64) -> u128 {
+        let i = self.segments.partition_point(|&(s, _, _)| s <= t_ns);
+        let (start, ppm, cum) = self.segments[i.saturating_sub(1)];
+        cum + ppm * u128::from(t_ns - start)
+    }
+}
+
+/// The exact energy of every counter over time.
+#[derive(Debug)]
+pub(crate) struct GroundTruth {
+    counters: Vec<Counter>,
+    index: HashMap<(u32, Domain, u32), usize>,
+    scale: Scale,
+    bits: u8,
+    start: Instant,
+    offset_ns: u64,
+    step_ns: u64,
+}
+
+impl GroundTruth {
+    /// The counters of a validated configuration; time 0 is now.
+    pub fn new(config: &EmulatorConfig) -> GroundTruth {
+        let esu = config.esu();
+        let mut counters = Vec::new();
+        for (socket, domain) in config.counters() {
+            let watts = config.watts(socket, domain).unwrap_or(0.0);
+            let unit = units::hardware_unit(config.vendor, esu, domain);
+            let powercap_unit_nj = units::powercap_unit_nj(config.vendor, esu, domain);
+            let lanes = if config.vendor.is_amd() && domain == Domain::Core {
+                config.cpus_per_socket.max(1)
+            } else {
+                1
+            };
+            let power_uw = (watts * 1e6 / f64::from(lanes)).round() as u64;
+            for lane in 0..lanes {
+                counters.push(Counter {
+                    socket,
+                    domain,
+                    lane,
+                    power_uw,
+                    unit,
+                    powercap_unit_nj,
+                });
+            }
+        }
+        let index = counters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ((c.socket, c.domain, c.lane), i))
+            .collect();
+        GroundTruth {
+            counters,
+            index,
+            scale: Scale::new(config),
+            bits: config.counter_bits,
+            start: Instant::now(),
+            offset_ns: nanos(config.start_offset),
+            step_ns: nanos(config.update_interval).max(1),
+        }
+    }
+
+    /// The counter `i`.
+    pub fn counter(&self, i: usize) -> &Counter {
+        &self.counters[i]
+    }
+
+    /// The counter of (socket, domain, lane), if emulated.
+    pub fn find(&self, socket: u32, domain: Domain, lane: u32) -> Option<usize> {
+        self.index.get(&(socket, domain, lane)).copied()
+    }
+
+    /// The counters of (socket, domain): one, or one per core for AMD core.
+    pub fn lanes(&self, socket: u32, domain: Domain) -> impl Iterator<Item = usize> + '_ {
+        self.counters
+            .iter()
+            .enumerate()
+            .filter(move |(_, c)| c.socket == socket && c.domain == domain)
+            .map(|(i, _)| i)
+    }
+
+    /// Nanoseconds since the mount.
+    pub fn now_ns(&self) -> u64 {
+        nanos(self.start.elapsed())
+    }
+
+    /// The emulated time a counter shows when read at `read_ns` since the mount:
+    /// quantized down to the update interval, plus the start offset.
+    pub fn counter_time(&self, read_ns: u64) -> u64 {
+        self.offset_ns + read_ns / self.step_ns * self.step_ns
+    }
+
+    /// The emulated time, unquantized, at `read_ns` since the mount.
+    pub fn exact_time(&self, read_ns: u64) -> u64 {
+        self.offset_ns + read_ns
+    }
+
+    /// Energy of counter `i` by emulated time `t_ns`, femtojoules.
+    pub fn energy_fj(&self, i: usize, t_ns: u64) -> u128 {
+        u128::from(self.counters[i].power_uw).saturating_mul(self.scale.integral(t_ns)) / PPM
+    }
+
+    /// The unwrapped raw count of counter `i` at emulated time `t_ns`.
+    pub fn raw(&self, i: usize, t_ns: u64) -> u64 {
+        let unit = self.counters[i].unit;
+        let count = self.energy_fj(i, t_ns).saturating_mul(unit.den) / (unit.num * FJ_PER_J);
+        u64::try_from(count).unwrap_or(u64::MAX)
+    }
+
+    /// The counter width.
+    pub fn bits(&self) -> u8 {
+        self.bits
+    }
+
+    /// A raw count reduced to the counter width, as the register holds it.
+    pub fn wrap(&self, raw: u64) -> u64 {
+        raw & ((1u64 << self.bits) - 1)
+    }
+
+    /// `energy_uj` for a raw count of counter `i`.
+    pub fn powercap_uj(&self, i: usize, raw: u64) -> u64 {
+        units::powercap_uj(self.wrap(raw), self.counters[i].powercap_unit_nj)
+    }
+
+    /// `max_energy_range_uj` of counter `i`.
+    pub fn max_energy_range_uj(&self, i: usize) -> u64 {
+        units::max_energy_range_uj(self.bits, self.counters[i].powercap_unit_nj)
+    }
+
+    /// An unwrapped raw count of counter `i` in joules, as `mechanism` converts it.
+    pub fn joules(&self, i: usize, raw: u64, mechanism: Option<Mechanism>) -> f64 {
+        let c = &self.counters[i];
+        match mechanism {
+            Some(Mechanism::Powercap) => {
+                (u128::from(raw) * u128::from(c.powercap_unit_nj) / 1000) as f64 / 1e6
+            }
+            _ => (u128::from(raw) * c.unit.num) as f64 / c.unit.den as f64,
+        }
+    }
+
+    /// The exact energy (socket, domain) has drawn by now, all lanes.
+    pub fn truth(&self, socket: u32, domain: Domain) -> Joules {
+        let t = self.exact_time(self.now_ns());
+        let fj: u128 = self
+            .lanes(socket, domain)
+            .map(|i| self.energy_fj(i, t))
+            .sum();
+        Joules(fj as f64 / FJ_PER_J as f64)
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The first and last raw count served of one counter through one mechanism.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    first_raw: u64,
+    first_ns: u64,
+    /// The second-earliest read (the first while there was only one).
+    second_raw: u64,
+    second_ns: u64,
+    last_raw: u64,
+    last_ns: u64,
+    reads: u64,
+}
+
+/// Every value served, per (mechanism, counter).
+#[derive(Debug, Default)]
+pub(crate) struct ServedLog {
+    records: HashMap<(Mechanism, usize), Record>,
+}
+
+impl ServedLog {
+    /// Notes that counter `i` served `raw` (unwrapped) through `mechanism` at `read_ns`.
+    pub fn record(&mut self, mechanism: Mechanism, i: usize, raw: u64, read_ns: u64) {
+        self.records
+            .entry((mechanism, i))
+            .and_modify(|r| {
+                if read_ns < r.first_ns {
+                    (r.second_ns, r.second_raw) = (r.first_ns, r.first_raw);
+                    r.first_ns = read_ns;
+                    r.first_raw = raw;
+                } else if r.reads == 1 || read_ns < r.second_ns {
+                    (r.second_ns, r.second_raw) = (read_ns, raw);
+                }
+                if read_ns >= r.last_ns {
+                    r.last_ns = read_ns;
+                    r.last_raw = r.last_raw.max(raw);
+                }
+                r.reads += 1;
+            })
+            .or_insert(Record {
+                first_raw: raw,
+                first_ns: read_ns,
+                second_raw: raw,
+                second_ns: read_ns,
+                last_raw: raw,
+                last_ns: read_ns,
+                reads: 1,
+            });
+    }
+
+    /// Forgets everything served.
+    pub fn reset(&mut self) {
+        self.records.clear();
+    }
+
+    /// What (socket, domain) served through `mechanism` (`None`: any mechanism,
+    /// counted in the hardware unit), all lanes added.
+    pub fn served(
+        &self,
+        truth: &GroundTruth,
+        mechanism: Option<Mechanism>,
+        socket: u32,
+        domain: Domain,
+    ) -> Option<Served> {
+        let mut out: Option<Served> = None;
+        for i in truth.lanes(socket, domain) {
+            let mut lane: Option<Record> = None;
+            for m in Mechanism::ALL {
+                if mechanism.is_some_and(|want| want != m) {
+                    continue;
+                }
+                let Some(r) = self.records.get(&(m, i)) else {
+                    continue;
+                };
+                lane = Some(match lane {
+                    None => *r,
+                    Some(l) => {
+                        let (first_raw, first_ns) = if r.first_ns < l.first_ns {
+                            (r.first_raw, r.first_ns)
+                        } else {
+                            (l.first_raw, l.first_ns)
+                        };
+                        let (last_raw, last_ns) = if r.last_ns > l.last_ns {
+                            (r.last_raw, r.last_ns)
+                        } else {
+                            (l.last_raw, l.last_ns)
+                        };
+                        // The second-earliest of both records' two earliest reads (a
+                        // record of one read has only its first).
+                        let mut early: Vec<(u64, u64)> = [*r, l]
+                            .iter()
+                            .flat_map(|x| {
+                                let second = (x.reads > 1).then_some((x.second_ns, x.second_raw));
+                                std::iter::once((x.first_ns, x.first_raw)).chain(second)
+                            })
+                            .collect();
+                        early.sort_unstable();
+                        let (second_ns, second_raw) = early[1];
+                        Record {
+                            first_raw,
+                            first_ns,
+                            second_raw,
+                            second_ns,
+                            last_raw,
+                            last_ns,
+                            reads: l.reads + r.reads,
+                        }
+                    }
+                });
+            }
+            let Some(l) = lane else { continue };
+            let first_j = truth.joules(i, l.first_raw, mechanism);
+            let last_j = truth.joules(i, l.last_raw, mechanism);
+            let second_j = truth.joules(i, l.second_raw, mechanism);
+            let second_t = Duration::from_nanos(l.second_ns);
+            let (first_t, last_t) = (
+                Duration::from_nanos(l.first_ns),
+                Duration::from_nanos(l.last_ns),
+            );
+            out = Some(match out {
+                None => Served {
+                    first_j: Joules(first_j),
+                    last_j: Joules(last_j),
+                    first_t,
+                    last_t,
+                    reads: l.reads,
+                    second_j: Joules(second_j),
+                    second_t,
+                },
+                Some(s) => Served {
+                    first_j: Joules(s.first_j.0 + first_j),
+                    last_j: Joules(s.last_j.0 + last_j),
+                    first_t: s.first_t.min(first_t),
+                    last_t: s.last_t.max(last_t),
+                    reads: s.reads + l.reads,
+                    second_j: Joules(s.second_j.0 + second_j),
+                    second_t: s.second_t.max(second_t),
+                },
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Trace, TracePoint, Vendor};
+
+    fn config() -> EmulatorConfig {
+        EmulatorConfig::default()
+    }
+
+    #[test]
+    fn integer_energy_and_counts() {
+        let t = GroundTruth::new(&config());
+        let pkg = t.find(0, Domain::Package, 0).unwrap();
+        // 20 W for 1 s = 20 J = 20 * 2^14 counts at ESU 14.
+        assert_eq!(t.energy_fj(pkg, 1_000_000_000), 20 * FJ_PER_J);
+        assert_eq!(t.raw(pkg, 1_000_000_000), 20 << 14);
+        assert_eq!(t.raw(pkg, 0), 0);
+        // One count of 61.035 µJ at 20 W takes 3.0518 µs.
+        assert_eq!(t.raw(pkg, 3_052), 1);
+        assert_eq!(t.raw(pkg, 3_051), 0);
+        assert_eq!(t.counter_time(1_999_999), 1_000_000);
+        assert_eq!(t.max_energy_range_uj(pkg), 262_143_328_850);
+    }
+
+    #[test]
+    fn trace_scales_every_domain_piecewise() {
+        let mut c = config();
+        c.power.trace = Some(Trace {
+            points: vec![
+                TracePoint {
+                    time_s: 0.0,
+                    scale: 0.0,
+                },
+                TracePoint {
+                    time_s: 1.0,
+                    scale: 2.0,
+                },
+                TracePoint {
+                    time_s: 1.5,
+                    scale: 0.5,
+                },
+            ],
+        });
+        let t = GroundTruth::new(&c);
+        let pkg = t.find(0, Domain::Package, 0).unwrap();
+        let j = |ns: u64| t.energy_fj(pkg, ns) as f64 / 1e15;
+        assert_eq!(j(1_000_000_000), 0.0);
+        assert_eq!(j(1_500_000_000), 20.0);
+        assert_eq!(j(2_500_000_000), 30.0);
+    }
+
+    #[test]
+    fn amd_core_lanes_split_the_core_power() {
+        let c = EmulatorConfig::amd();
+        let t = GroundTruth::new(&c);
+        assert_eq!(t.lanes(0, Domain::Core).count(), 8);
+        let lane = t.find(0, Domain::Core, 7).unwrap();
+        assert_eq!(t.counter(lane).power_uw, 1_500_000);
+        assert_eq!(t.counter(lane).unit, Unit::pow2(16));
+        assert!(t.find(0, Domain::Dram, 0).is_none());
+        let _ = Vendor::ZEN3;
+    }
+
+    #[test]
+    fn served_spans_first_to_last_read_over_mechanisms_and_lanes() {
+        let c = EmulatorConfig::amd().with_cpus_per_socket(2);
+        let t = GroundTruth::new(&c);
+        let mut log = ServedLog::default();
+        let (a, b) = (
+            t.find(0, Domain::Core, 0).unwrap(),
+            t.find(0, Domain::Core, 1).unwrap(),
+        );
+        log.record(Mechanism::Powercap, a, 100, 10);
+        log.record(Mechanism::Msr, a, 300, 30);
+        log.record(Mechanism::Msr, a, 200, 20);
+        log.record(Mechanism::Msr, b, 1 << 16, 20);
+        log.record(Mechanism::Msr, b, 3 << 16, 40);
+        let all = log.served(&t, None, 0, Domain::Core).unwrap();
+        let unit = 1.0 / 65536.0;
+        assert_eq!(all.reads, 5);
+        assert_eq!(all.first_j.0, 100.0 * unit + 1.0);
+        assert_eq!(all.last_j.0, 300.0 * unit + 3.0);
+        assert_eq!(all.first_t, Duration::from_nanos(10));
+        assert_eq!(all.last_t, Duration::from_nanos(40));
+        let msr = log
+            .served(&t, Some(Mechanism::Msr), 0, Domain::Core)
+            .unwrap();
+        assert_eq!(msr.first_j.0, 200.0 * unit + 1.0);
+        // The second read of each lane: a at 30 ns (read out of order), b at 40 ns.
+        assert_eq!(msr.second_j.0, 300.0 * unit + 3.0);
+        assert_eq!(msr.second_t, Duration::from_nanos(40));
+        assert_eq!(msr.energy_after_probe().0, 0.0);
+        // Over both mechanisms, lane a's second read is the MSR one at 20 ns.
+        assert_eq!(all.second_j.0, 200.0 * unit + 3.0);
+        assert!(log.served(&t, None, 0, Domain::Package).is_none());
+        log.reset();
+        assert!(log.served(&t, None, 0, Domain::Core).is_none());
+    }
+}

@@ -1,0 +1,830 @@
+//! The emulator mounted for real and read with plain std::fs / pread, other
+//! processes and other users. These tests need root and /dev/fuse (CI runs them
+//! as root); without them they fail loudly rather than pass silently.
+
+use quietwatt::Domain;
+use quietwatt_emulator::{
+    Emulator, EmulatorConfig, Error, Fault, FaultKind, Mechanism, Trace, TracePoint, Vendor,
+};
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A mounted emulator in a temporary directory. The emulator is declared first so
+/// that it is dropped (unmounted) before the directory is removed.
+struct Mounted {
+    emu: Emulator,
+    _dir: tempfile::TempDir,
+}
+
+fn mount(config: EmulatorConfig) -> Mounted {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    // Let other users traverse to the mount (the permission tests read as nobody).
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mnt = dir.path().join("root");
+    fs::create_dir(&mnt).expect("create the mount point");
+    match Emulator::mount(&mnt, config) {
+        Ok(emu) => Mounted { emu, _dir: dir },
+        Err(e) => panic!(
+            "\n\n*** quietwatt-emulator: these tests mount a FUSE filesystem and must run \
+             as root with /dev/fuse present. Mounting failed:\n*** {e}\n\n"
+        ),
+    }
+}
+
+impl Mounted {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.emu.dir().join(rel)
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    fn try_read(&self, rel: &str) -> io::Result<String> {
+        fs::read_to_string(self.path(rel))
+    }
+
+    fn zone(&self, id: &str, file: &str) -> String {
+        self.read(&format!("sys/class/powercap/{id}/{file}"))
+    }
+
+    fn uj(&self, id: &str) -> u64 {
+        let s = self.zone(id, "energy_uj");
+        s.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{id}/energy_uj = {s:?}"))
+    }
+
+    fn msr_file(&self, cpu: u32) -> File {
+        File::open(self.path(&format!("dev/cpu/{cpu}/msr"))).expect("open msr")
+    }
+
+    fn msr(&self, cpu: u32, reg: u64) -> io::Result<u64> {
+        let mut buf = [0u8; 8];
+        let n = self.msr_file(cpu).read_at(&mut buf, reg)?;
+        assert_eq!(n, 8, "short MSR read");
+        Ok(u64::from_le_bytes(buf))
+    }
+}
+
+fn errno(r: io::Result<impl std::fmt::Debug>) -> i32 {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e
+            .raw_os_error()
+            .unwrap_or_else(|| panic!("not an OS error: {e}")),
+    }
+}
+
+fn near(got: f64, want: f64, rel: f64) -> bool {
+    (got - want).abs() <= want.abs() * rel
+}
+
+#[test]
+fn powercap_topology_cpuinfo_and_pmu_layouts_match_the_kernel() {
+    let mut c = EmulatorConfig::default()
+        .with_sockets(2)
+        .with_cpus_per_socket(2);
+    c.domains.psys = true;
+    c.mmio = true;
+    let m = mount(c.clone());
+
+    let mut class: Vec<String> = fs::read_dir(m.path("sys/class/powercap"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    class.sort();
+    assert_eq!(
+        class,
+        [
+            "intel-rapl",
+            "intel-rapl-mmio",
+            "intel-rapl-mmio:0",
+            "intel-rapl-mmio:0:0",
+            "intel-rapl:0",
+            "intel-rapl:0:0",
+            "intel-rapl:0:1",
+            "intel-rapl:0:2",
+            "intel-rapl:1",
+            "intel-rapl:1:0",
+            "intel-rapl:1:1",
+            "intel-rapl:1:2",
+            "intel-rapl:2",
+        ]
+    );
+    for (id, name) in [
+        ("intel-rapl:0", "package-0"),
+        ("intel-rapl:0:0", "core"),
+        ("intel-rapl:0:1", "uncore"),
+        ("intel-rapl:1:2", "dram"),
+        ("intel-rapl:1", "package-1"),
+        ("intel-rapl:2", "psys"),
+        ("intel-rapl-mmio:0", "package-0"),
+        ("intel-rapl-mmio:0:0", "dram"),
+    ] {
+        assert_eq!(m.zone(id, "name"), format!("{name}\n"), "{id}");
+    }
+    let link = m.path("sys/class/powercap/intel-rapl:1:2");
+    assert_eq!(
+        fs::read_link(&link).unwrap(),
+        PathBuf::from("../../devices/virtual/powercap/intel-rapl/intel-rapl:1/intel-rapl:1:2")
+    );
+    assert_eq!(
+        link.canonicalize().unwrap(),
+        m.path("sys/devices/virtual/powercap/intel-rapl/intel-rapl:1/intel-rapl:1:2")
+    );
+    assert_eq!(
+        fs::read_link(m.path("sys/class/powercap/intel-rapl")).unwrap(),
+        PathBuf::from("../../devices/virtual/powercap/intel-rapl")
+    );
+    assert_eq!(
+        m.read("sys/devices/virtual/powercap/intel-rapl/enabled"),
+        "1\n"
+    );
+
+    let energy = fs::metadata(m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap();
+    assert_eq!(energy.permissions().mode() & 0o7777, 0o400);
+    assert_eq!(energy.len(), 4096);
+    let range =
+        fs::metadata(m.path("sys/class/powercap/intel-rapl:0/max_energy_range_uj")).unwrap();
+    assert_eq!(range.permissions().mode() & 0o7777, 0o444);
+    assert_eq!(
+        m.zone("intel-rapl:0", "max_energy_range_uj"),
+        "262143328850\n"
+    );
+    assert_eq!(m.zone("intel-rapl:0", "constraint_0_name"), "long_term\n");
+    assert!(m
+        .zone("intel-rapl:0", "constraint_0_power_limit_uw")
+        .trim()
+        .parse::<u64>()
+        .is_ok());
+
+    assert_eq!(m.read("sys/devices/system/cpu/online"), "0-3\n");
+    assert_eq!(m.read("sys/devices/system/cpu/possible"), "0-3\n");
+    assert!(!m.path("sys/devices/system/cpu/cpu0/online").exists());
+    assert_eq!(m.read("sys/devices/system/cpu/cpu3/online"), "1\n");
+    assert_eq!(
+        m.read("sys/devices/system/cpu/cpu2/topology/physical_package_id"),
+        "1\n"
+    );
+    assert_eq!(
+        m.read("sys/devices/system/cpu/cpu3/topology/core_id"),
+        "1\n"
+    );
+    assert_eq!(m.read("sys/devices/system/cpu/cpu3/topology/die_id"), "0\n");
+
+    let cpuinfo = m.read("proc/cpuinfo");
+    assert_eq!(cpuinfo.matches("processor\t:").count(), 4);
+    assert!(cpuinfo.contains("vendor_id\t: GenuineIntel\n"));
+    assert!(cpuinfo.contains("model\t\t: 158\n"));
+    assert!(cpuinfo.contains("physical id\t: 1\n"));
+    assert!(!cpuinfo.contains("hypervisor"));
+
+    let pmu = "sys/bus/event_source/devices/power";
+    assert_eq!(
+        fs::read_link(m.path(pmu)).unwrap(),
+        PathBuf::from("../../../devices/power")
+    );
+    assert_eq!(m.read(&format!("{pmu}/type")), "37\n");
+    assert_eq!(m.read(&format!("{pmu}/cpumask")), "0,2\n");
+    assert_eq!(m.read(&format!("{pmu}/format/event")), "config:0-7\n");
+    for (event, code) in [
+        ("energy-cores", "0x01"),
+        ("energy-pkg", "0x02"),
+        ("energy-ram", "0x03"),
+        ("energy-gpu", "0x04"),
+        ("energy-psys", "0x05"),
+    ] {
+        assert_eq!(
+            m.read(&format!("{pmu}/events/{event}")),
+            format!("event={code}\n")
+        );
+        assert_eq!(
+            m.read(&format!("{pmu}/events/{event}.scale")),
+            "2.3283064365386962890625e-10\n"
+        );
+        assert_eq!(m.read(&format!("{pmu}/events/{event}.unit")), "Joules\n");
+    }
+    for cpu in 0..4 {
+        assert!(m.path(&format!("dev/cpu/{cpu}/msr")).is_file());
+    }
+
+    let config: EmulatorConfig =
+        serde_json::from_str(&m.read(".quietwatt-emulator/config.json")).unwrap();
+    assert_eq!(config, c);
+    let truth: serde_json::Value =
+        serde_json::from_str(&m.read(".quietwatt-emulator/truth.json")).unwrap();
+    assert_eq!(truth["domains"].as_array().unwrap().len(), 9);
+    assert_eq!(truth["domains"][0]["domain"], "package");
+}
+
+#[test]
+fn zone_ids_are_hex_and_follow_registration_not_socket_order() {
+    let mut c = EmulatorConfig::default()
+        .with_sockets(11)
+        .with_cpus_per_socket(1);
+    c.domains.psys = true;
+    c.shuffle_zone_ids = true;
+    let m = mount(c);
+    assert_eq!(m.zone("intel-rapl:0", "name"), "package-10\n");
+    assert_eq!(m.zone("intel-rapl:a", "name"), "package-0\n");
+    assert_eq!(m.zone("intel-rapl:b", "name"), "psys\n");
+    assert_eq!(m.zone("intel-rapl:a:0", "name"), "dram\n");
+    assert_eq!(m.zone("intel-rapl:a:2", "name"), "core\n");
+    assert!(m.try_read("sys/class/powercap/intel-rapl:10/name").is_err());
+}
+
+#[test]
+fn counters_advance_at_the_configured_power() {
+    let m = mount(
+        EmulatorConfig::default()
+            .with_power("package=25,dram=5")
+            .unwrap(),
+    );
+    let (p0, d0) = (m.uj("intel-rapl:0"), m.uj("intel-rapl:0:2"));
+    std::thread::sleep(Duration::from_millis(200));
+    let (p1, d1) = (m.uj("intel-rapl:0"), m.uj("intel-rapl:0:2"));
+    let pkg = m
+        .emu
+        .served(Mechanism::Powercap, 0, Domain::Package)
+        .unwrap();
+    let dram = m.emu.served_any(0, Domain::Dram).unwrap();
+    let secs = (pkg.last_t - pkg.first_t).as_secs_f64();
+    assert!(secs >= 0.2, "{secs}");
+    // The reader's difference is exactly what was served...
+    assert!(near((p1 - p0) as f64 / 1e6, pkg.energy().0, 1e-6));
+    assert!(near((d1 - d0) as f64 / 1e6, dram.energy().0, 1e-4));
+    // ...and what was served is the configured power over the time between reads.
+    assert!(near(pkg.energy().0, 25.0 * secs, 0.02), "{pkg:?}");
+    assert!(near(
+        dram.energy().0,
+        5.0 * (dram.last_t - dram.first_t).as_secs_f64(),
+        0.02
+    ));
+    assert_eq!(pkg.reads, 2);
+    // The truth keeps growing at the same rate.
+    let t = m.emu.truth(0, Domain::Package).0;
+    assert!(near(t, 25.0 * m.emu.elapsed().as_secs_f64(), 0.02), "{t}");
+    m.emu.reset_served();
+    assert!(m.emu.served_any(0, Domain::Package).is_none());
+}
+
+#[test]
+fn counters_step_at_the_update_interval() {
+    let m = mount(EmulatorConfig::default());
+    let f = File::open(m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap();
+    let mut buf = [0u8; 32];
+    let mut values = Vec::new();
+    let start = Instant::now();
+    for _ in 0..2000 {
+        let n = f.read_at(&mut buf, 0).unwrap();
+        values.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    let ms = start.elapsed().as_millis() as usize;
+    values.dedup();
+    // At most one new value per millisecond (a 1 ms update interval).
+    assert!(values.len() <= ms + 2, "{} values in {ms} ms", values.len());
+    assert!(values.len() >= 2, "the counter never moved");
+
+    let m = mount(EmulatorConfig::default().with_update_interval(Duration::from_millis(100)));
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(350) {
+        seen.push(m.uj("intel-rapl:0"));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    seen.dedup();
+    assert!((3..=5).contains(&seen.len()), "{seen:?}");
+    // Each step is 20 W x 100 ms = 2 J (to a count of 61 µJ).
+    for w in seen.windows(2) {
+        let step = (w[1] - w[0]) as f64;
+        assert!((step - 2e6).abs() < 100.0, "{seen:?}");
+    }
+}
+
+#[test]
+fn counters_wrap_at_the_configured_width_and_served_tracks_every_wrap() {
+    // ESU 14 and 16 bits: 4 J per wrap; 40 W wraps every 100 ms.
+    let m = mount(
+        EmulatorConfig::default()
+            .with_counter_bits(16)
+            .with_power("package=40")
+            .unwrap(),
+    );
+    let max: u64 = m
+        .zone("intel-rapl:0", "max_energy_range_uj")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(max, 65535 * 61035 / 1000);
+    let energy = File::open(m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap();
+    let msr = m.msr_file(0);
+    let read_uj = || {
+        let mut buf = [0u8; 32];
+        let n = energy.read_at(&mut buf, 0).unwrap();
+        String::from_utf8_lossy(&buf[..n])
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let read_raw = || {
+        let mut buf = [0u8; 8];
+        msr.read_at(&mut buf, 0x611).unwrap();
+        u64::from_le_bytes(buf)
+    };
+    let (mut uj_prev, mut raw_prev) = (read_uj(), read_raw());
+    let (mut uj_sum, mut raw_sum, mut wraps) = (0u64, 0u64, 0);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(1150) {
+        std::thread::sleep(Duration::from_millis(10));
+        let (uj, raw) = (read_uj(), read_raw());
+        assert!(uj <= max && raw < 1 << 16, "{uj} {raw:#x}");
+        if uj < uj_prev {
+            wraps += 1;
+            uj_sum += uj + max + 1 - uj_prev;
+        } else {
+            uj_sum += uj - uj_prev;
+        }
+        raw_sum += raw.wrapping_sub(raw_prev) & 0xFFFF;
+        (uj_prev, raw_prev) = (uj, raw);
+    }
+    assert!(wraps >= 10, "{wraps} wraps");
+    let pc = m
+        .emu
+        .served(Mechanism::Powercap, 0, Domain::Package)
+        .unwrap();
+    let ms = m.emu.served(Mechanism::Msr, 0, Domain::Package).unwrap();
+    assert!(
+        near(uj_sum as f64 / 1e6, pc.energy().0, 0.005),
+        "{uj_sum} {pc:?}"
+    );
+    assert!(
+        near(raw_sum as f64 / 16384.0, ms.energy().0, 1e-9),
+        "{raw_sum} {ms:?}"
+    );
+    let secs = (pc.last_t - pc.first_t).as_secs_f64();
+    assert!(near(pc.energy().0, 40.0 * secs, 0.02), "{pc:?}");
+}
+
+#[test]
+fn intel_msrs_serve_units_counters_and_kernel_errors() {
+    let m = mount(
+        EmulatorConfig::default()
+            .with_sockets(2)
+            .with_cpus_per_socket(2)
+            .with_update_interval(Duration::from_millis(50))
+            .with_power("1/package=40")
+            .unwrap(),
+    );
+    assert_eq!(m.msr(3, 0x606).unwrap(), 0xA0E03);
+    std::thread::sleep(Duration::from_millis(120));
+    // Package registers read on any CPU of the package agree (same 50 ms step).
+    let agree = (0..5).any(|_| m.msr(0, 0x611).unwrap() == m.msr(1, 0x611).unwrap());
+    assert!(agree);
+    let (p0, p1) = (m.msr(0, 0x611).unwrap(), m.msr(2, 0x611).unwrap());
+    assert!(p0 > 0 && p0 >> 32 == 0);
+    assert!(near(p1 as f64, 2.0 * p0 as f64, 0.3), "{p0} {p1}");
+    for reg in [0x639, 0x641, 0x619] {
+        assert!(m.msr(2, reg).unwrap() > 0, "{reg:#x}");
+    }
+    let f = m.msr_file(0);
+    assert_eq!(errno(m.msr(0, 0x64D)), libc::EIO, "no psys here");
+    assert_eq!(errno(m.msr(0, 0x1234)), libc::EIO);
+    assert_eq!(errno(m.msr(0, 0xC001_029B)), libc::EIO);
+    let mut b12 = [0u8; 12];
+    assert_eq!(errno(f.read_at(&mut b12, 0x611)), libc::EINVAL);
+    let mut b16 = [0u8; 16];
+    assert_eq!(f.read_at(&mut b16, 0x606).unwrap(), 16);
+    assert_eq!(b16[..8], b16[8..]);
+    assert_eq!(u64::from_le_bytes(b16[..8].try_into().unwrap()), 0xA0E03);
+    assert!(m.emu.served(Mechanism::Msr, 1, Domain::Package).is_some());
+}
+
+#[test]
+fn skylake_x_dram_and_sapphire_rapids_psys_units() {
+    let m = mount(EmulatorConfig::intel(0x55));
+    // DRAM counts 2^-16 J; powercap converts with 15300 nJ.
+    assert_eq!(
+        m.zone("intel-rapl:0:2", "max_energy_range_uj"),
+        "65712999613\n"
+    );
+    assert_eq!(
+        m.zone("intel-rapl:0", "max_energy_range_uj"),
+        "262143328850\n"
+    );
+    let (r0, u0) = (m.msr(0, 0x619).unwrap(), m.uj("intel-rapl:0:2"));
+    std::thread::sleep(Duration::from_millis(200));
+    let (r1, u1) = (m.msr(0, 0x619).unwrap(), m.uj("intel-rapl:0:2"));
+    let msr = m.emu.served(Mechanism::Msr, 0, Domain::Dram).unwrap();
+    let secs = (msr.last_t - msr.first_t).as_secs_f64();
+    assert!(
+        near((r1 - r0) as f64 / 65536.0, 4.0 * secs, 0.02),
+        "{r0} {r1}"
+    );
+    assert!(near(
+        (u1 - u0) as f64 / 1e6,
+        (r1 - r0) as f64 * 15.3e-6,
+        0.01
+    ));
+    let pc = m.emu.served(Mechanism::Powercap, 0, Domain::Dram).unwrap();
+    assert!(near(pc.energy().0, (u1 - u0) as f64 / 1e6, 1e-6));
+
+    let mut c = EmulatorConfig::intel(0x8F);
+    c.domains.psys = true;
+    c.start_offset = Duration::from_secs(100);
+    let m = mount(c);
+    // psys counts whole joules: 20 + 4 + 6 W for 100 s = 3000 counts.
+    let raw = m.msr(1, 0x64D).unwrap();
+    assert!((3000..3010).contains(&raw), "{raw}");
+    let uj = m.uj("intel-rapl:1");
+    assert_eq!(uj % 1_000_000, 0);
+    assert_eq!(
+        m.zone("intel-rapl:1", "max_energy_range_uj"),
+        "4294967295000000\n"
+    );
+}
+
+#[test]
+fn amd_msrs_have_package_and_per_core_counters() {
+    let m = mount(
+        EmulatorConfig::amd()
+            .with_sockets(2)
+            .with_cpus_per_socket(4)
+            .with_update_interval(Duration::from_millis(50)),
+    );
+    // 0xC0010299 and friends lie far beyond any page: direct I/O passes the offset.
+    assert_eq!(m.msr(5, 0xC001_0299).unwrap(), 0xA1003);
+    assert_eq!(errno(m.msr(0, 0x611)), libc::EIO);
+    assert_eq!(errno(m.msr(0, 0x606)), libc::EIO);
+    std::thread::sleep(Duration::from_millis(120));
+    let pkg = m.msr(5, 0xC001_029B).unwrap();
+    assert!(pkg > 0 && pkg >> 32 == 0);
+    let cores0: Vec<u64> = (0..4).map(|c| m.msr(c, 0xC001_029A).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let cores1: Vec<u64> = (0..4).map(|c| m.msr(c, 0xC001_029A).unwrap()).collect();
+    let served = m.emu.served_any(0, Domain::Core).unwrap();
+    assert_eq!(served.reads, 8);
+    let counted: u64 = cores1.iter().zip(&cores0).map(|(b, a)| b - a).sum();
+    assert!(near(counted as f64 / 65536.0, served.energy().0, 1e-9));
+    // Each core draws a quarter of 12 W.
+    let secs = (served.last_t - served.first_t).as_secs_f64();
+    assert!(
+        near(served.energy().0, 12.0 * secs, 0.05),
+        "{served:?} {secs}"
+    );
+    // powercap's `core` zone reads one core (the lead CPU's): a quarter of 12 W.
+    assert_eq!(m.zone("intel-rapl:0:0", "name"), "core\n");
+    let z0 = m.uj("intel-rapl:0:0");
+    std::thread::sleep(Duration::from_millis(200));
+    let z1 = m.uj("intel-rapl:0:0");
+    let zone = m.emu.served(Mechanism::Powercap, 0, Domain::Core).unwrap();
+    let secs = (zone.last_t - zone.first_t).as_secs_f64();
+    assert!(
+        near((z1 - z0) as f64 / 1e6, 3.0 * secs, 0.05),
+        "{z0} {z1} {secs}"
+    );
+    assert!(near(zone.energy().0, (z1 - z0) as f64 / 1e6, 1e-6));
+    assert_eq!(
+        m.read("sys/bus/event_source/devices/power_core/cpumask"),
+        "0-7\n"
+    );
+    assert_eq!(
+        m.read("sys/bus/event_source/devices/power/cpumask"),
+        "0,4\n"
+    );
+    let events: Vec<String> = fs::read_dir(m.path("sys/devices/power/events"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(m.read("proc/cpuinfo").contains(" rapl "));
+}
+
+#[test]
+fn eacces_garbage_and_overrange_faults() {
+    let m = mount(EmulatorConfig::default().with_fault("eacces:0/package".parse().unwrap()));
+    assert_eq!(
+        errno(m.try_read("sys/class/powercap/intel-rapl:0/energy_uj")),
+        libc::EACCES
+    );
+    assert!(m
+        .zone("intel-rapl:0", "max_energy_range_uj")
+        .trim()
+        .parse::<u64>()
+        .is_ok());
+    assert!(m.uj("intel-rapl:0:2") > 0);
+    assert!(m.msr(0, 0x611).is_ok(), "eacces is a powercap fault");
+
+    m.emu
+        .inject(Fault::new(FaultKind::Garbage, 0, Domain::Core))
+        .unwrap();
+    assert_eq!(m.zone("intel-rapl:0:0", "energy_uj"), "nan\n");
+    assert_eq!(m.msr(0, 0x639).unwrap(), 0xDEAD_BEEF_DEAD_BEEF);
+
+    m.emu.inject("overrange:0/uncore".parse().unwrap()).unwrap();
+    let max: u64 = m
+        .zone("intel-rapl:0:1", "max_energy_range_uj")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(m.uj("intel-rapl:0:1") > max);
+    assert_ne!(m.msr(0, 0x641).unwrap() >> 32, 0);
+
+    assert!(m.emu.inject("freeze:3/package".parse().unwrap()).is_err());
+    assert!(m.emu.inject("freeze:0/psys".parse().unwrap()).is_err());
+    assert_eq!(m.emu.faults().len(), 3);
+    m.emu.clear_faults();
+    assert!(m.uj("intel-rapl:0") > 0);
+    assert!(m.uj("intel-rapl:0:0") > 0);
+}
+
+#[test]
+fn vanish_removes_zones_and_fails_open_files() {
+    let m = mount(EmulatorConfig::default().with_fault("vanish:0/uncore@300ms".parse().unwrap()));
+    let dram = File::open(m.path("sys/class/powercap/intel-rapl:0:2/energy_uj")).unwrap();
+    let mut buf = [0u8; 32];
+    assert!(dram.read_at(&mut buf, 0).unwrap() > 0);
+    assert!(m.path("sys/class/powercap/intel-rapl:0:1").exists());
+    m.emu.inject("vanish:0/dram".parse().unwrap()).unwrap();
+    assert_eq!(errno(dram.read_at(&mut buf, 0)), libc::ENODEV);
+    assert!(fs::symlink_metadata(m.path("sys/class/powercap/intel-rapl:0:2")).is_err());
+    let listed: Vec<String> =
+        fs::read_dir(m.path("sys/devices/virtual/powercap/intel-rapl/intel-rapl:0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+    assert!(
+        !listed.contains(&"intel-rapl:0:2".to_string()),
+        "{listed:?}"
+    );
+    assert!(listed.contains(&"intel-rapl:0:0".to_string()));
+    assert_eq!(errno(m.msr(0, 0x619)), libc::EIO);
+
+    // The scheduled vanish.
+    while m.emu.elapsed() < Duration::from_millis(320) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!m.path("sys/class/powercap/intel-rapl:0:1").exists());
+
+    // A package takes its subzones (and their links) with it.
+    m.emu.inject("vanish:0/package".parse().unwrap()).unwrap();
+    assert!(!m.path("sys/class/powercap/intel-rapl:0").exists());
+    assert!(fs::symlink_metadata(m.path("sys/class/powercap/intel-rapl:0:0")).is_err());
+    assert!(m.path("sys/class/powercap/intel-rapl").exists());
+}
+
+#[test]
+fn freeze_stops_the_counter_but_not_the_truth() {
+    let m = mount(EmulatorConfig::default());
+    std::thread::sleep(Duration::from_millis(20));
+    m.emu
+        .inject(Fault::new(FaultKind::Freeze, 0, Domain::Package))
+        .unwrap();
+    let (a, ra) = (m.uj("intel-rapl:0"), m.msr(0, 0x611).unwrap());
+    let truth = m.emu.truth(0, Domain::Package).0;
+    let dram = m.uj("intel-rapl:0:2");
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(m.uj("intel-rapl:0"), a);
+    assert_eq!(m.msr(0, 0x611).unwrap(), ra);
+    assert!(m.emu.truth(0, Domain::Package).0 > truth + 1.0);
+    assert!(m.uj("intel-rapl:0:2") > dram);
+
+    let m = mount(EmulatorConfig::default().with_fault("freeze:0/dram@100ms".parse().unwrap()));
+    std::thread::sleep(Duration::from_millis(150));
+    let frozen = m.uj("intel-rapl:0:2");
+    // 4 W for 100 ms.
+    assert!(near(frozen as f64, 0.4e6, 0.01), "{frozen}");
+}
+
+#[test]
+fn a_value_read_in_pieces_is_one_snapshot() {
+    let m = mount(EmulatorConfig::default());
+    let mut f = File::open(m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap();
+    let mut text = Vec::new();
+    let mut byte = [0u8; 1];
+    while f.read(&mut byte).unwrap() == 1 {
+        text.push(byte[0]);
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let value: u64 = String::from_utf8(text).unwrap().trim().parse().unwrap();
+    let served = m
+        .emu
+        .served(Mechanism::Powercap, 0, Domain::Package)
+        .unwrap();
+    assert_eq!(
+        served.reads, 1,
+        "only the read at offset 0 samples the counter"
+    );
+    assert!((served.first_j.0 * 1e6 - value as f64).abs() < 1.0);
+}
+
+#[test]
+fn power_traces_and_start_offsets_shape_the_energy() {
+    let mut c = EmulatorConfig::default()
+        .with_power("package=20,core=0,uncore=0,dram=0")
+        .unwrap();
+    c.power.trace = Some(Trace {
+        points: vec![
+            TracePoint {
+                time_s: 0.0,
+                scale: 0.0,
+            },
+            TracePoint {
+                time_s: 0.15,
+                scale: 2.0,
+            },
+        ],
+    });
+    let m = mount(c);
+    assert_eq!(m.uj("intel-rapl:0"), 0);
+    while m.emu.elapsed() < Duration::from_millis(300) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let uj = m.uj("intel-rapl:0") as f64 / 1e6;
+    let t = m
+        .emu
+        .served_any(0, Domain::Package)
+        .unwrap()
+        .last_t
+        .as_secs_f64();
+    assert!(near(uj, 40.0 * (t - 0.15), 0.03), "{uj} J at {t} s");
+
+    let m = mount(EmulatorConfig {
+        start_offset: Duration::from_secs(1000),
+        ..EmulatorConfig::default()
+    });
+    assert!(near(
+        m.uj("intel-rapl:0") as f64,
+        20.0 * 1000.0 * 1e6,
+        0.001
+    ));
+    assert!(m.emu.truth(0, Domain::Package).0 >= 20_000.0);
+}
+
+/// Runs `cat path` as user and group 65534 (nobody); its output or stderr.
+fn cat_as_nobody(path: &std::path::Path) -> Result<String, String> {
+    let out = Command::new("cat")
+        .arg(path)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run cat");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn other_users_get_eacces_as_after_the_cve_2020_8694_fix() {
+    let m = mount(EmulatorConfig::default());
+    let err = cat_as_nobody(&m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap_err();
+    assert!(err.contains("Permission denied"), "{err}");
+    let err = cat_as_nobody(&m.path("dev/cpu/0/msr")).unwrap_err();
+    assert!(err.contains("Permission denied"), "{err}");
+    let range = cat_as_nobody(&m.path("sys/class/powercap/intel-rapl:0/max_energy_range_uj"));
+    assert_eq!(range.unwrap(), "262143328850\n");
+    assert!(cat_as_nobody(&m.path("proc/cpuinfo"))
+        .unwrap()
+        .contains("GenuineIntel"));
+
+    let m = mount(EmulatorConfig {
+        enforce_permissions: false,
+        ..EmulatorConfig::default()
+    });
+    let uj = cat_as_nobody(&m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap();
+    assert!(uj.trim().parse::<u64>().is_ok(), "{uj}");
+}
+
+/// Runs a shell script; its stdout, or a panic with everything it printed.
+fn sh(script: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("run sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "script failed ({}):\n{script}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn another_program_reads_it_at_the_standard_paths_via_enter_sh() {
+    let host_had_powercap = std::path::Path::new("/sys/class/powercap/intel-rapl:0").exists();
+    let m = mount(
+        EmulatorConfig::amd()
+            .with_cpus_per_socket(3)
+            .with_update_interval(Duration::from_millis(1)),
+    );
+    let out = sh(&format!(
+        "sh '{}' sh -c 'cat /sys/class/powercap/intel-rapl:0/name /sys/class/powercap/intel-rapl:0/energy_uj; \
+         cat /sys/devices/system/cpu/online; grep -m1 \"model name\" /proc/cpuinfo; \
+         cat /sys/bus/event_source/devices/power_core/cpumask; \
+         dd if=/dev/cpu/1/msr bs=8 count=1 skip=$((0xC001029B)) iflag=skip_bytes 2>/dev/null | od -An -tu8; \
+         ls /sys/class | grep -c .; test -e /dev/null && echo dev-ok'",
+        m.emu.enter_script().display()
+    ));
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines[0], "package-0", "{out}");
+    assert!(lines[1].parse::<u64>().is_ok(), "{out}");
+    assert_eq!(lines[2], "0-2");
+    assert!(
+        lines[3].ends_with("AMD EPYC 7763 64-Core Processor"),
+        "{out}"
+    );
+    assert_eq!(lines[4], "0-2");
+    assert!(lines[5].parse::<u64>().unwrap() > 0, "{out}");
+    // The rest of /sys/class is still there.
+    assert!(lines[6].parse::<u32>().unwrap() > 1, "{out}");
+    assert_eq!(lines[7], "dev-ok");
+    // The reads went through the emulator...
+    assert!(m
+        .emu
+        .served(Mechanism::Powercap, 0, Domain::Package)
+        .is_some());
+    assert!(m.emu.served(Mechanism::Msr, 0, Domain::Package).is_some());
+    // ...and nothing leaked into this mount namespace.
+    assert_eq!(
+        std::path::Path::new("/sys/class/powercap/intel-rapl:0").exists(),
+        host_had_powercap
+    );
+}
+
+#[test]
+fn another_program_reads_it_with_the_manual_unshare_recipe() {
+    let m = mount(EmulatorConfig::default());
+    let e = m.emu.dir().display().to_string();
+    // The README's minimal recipe: tmpfs over the parents (in the namespace only),
+    // then bind the emulated directories.
+    let out = sh(&format!(
+        "unshare --mount --propagation private sh -ec '
+           E={e}
+           for d in /sys/class /sys/devices/virtual; do mount -t tmpfs quietwatt $d; done
+           mkdir /sys/class/powercap /sys/devices/virtual/powercap
+           mount --bind $E/sys/class/powercap /sys/class/powercap
+           mount --bind $E/sys/devices/virtual/powercap /sys/devices/virtual/powercap
+           cat /sys/class/powercap/intel-rapl:0/name /sys/class/powercap/intel-rapl:0/energy_uj'"
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "package-0", "{out}");
+    assert!(lines[1].parse::<u64>().unwrap() > 0);
+    assert!(m.emu.served_any(0, Domain::Package).is_some());
+}
+
+#[test]
+fn unmount_leaves_an_empty_directory_even_when_busy() {
+    let m = mount(EmulatorConfig::default());
+    let dir = m.emu.dir().to_path_buf();
+    let mounted = || {
+        fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some(dir.to_str().unwrap()))
+    };
+    assert!(mounted());
+    let busy = File::open(m.path("sys/class/powercap/intel-rapl:0/energy_uj")).unwrap();
+    let Mounted { emu, _dir } = m;
+    emu.unmount().unwrap();
+    assert!(!mounted());
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+    drop(busy);
+
+    let m = mount(EmulatorConfig::default());
+    let dir = m.emu.dir().to_path_buf();
+    drop(m);
+    assert!(!dir.exists() || fs::read_dir(&dir).unwrap().count() == 0);
+}
+
+#[test]
+fn mount_errors_explain_themselves() {
+    let missing = Emulator::mount("/nonexistent/quietwatt", EmulatorConfig::default());
+    assert!(
+        matches!(missing, Err(Error::MountPoint { .. })),
+        "{missing:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("x"), "").unwrap();
+    let full = Emulator::mount(dir.path(), EmulatorConfig::default()).unwrap_err();
+    assert!(full.to_string().contains("not empty"), "{full}");
+    let bad = Emulator::mount(dir.path(), EmulatorConfig::default().with_counter_bits(40));
+    assert!(matches!(bad, Err(Error::Config(_))));
+    let amd = EmulatorConfig {
+        vendor: Vendor::ZEN3,
+        ..EmulatorConfig::default()
+    };
+    assert!(Emulator::mount(dir.path(), amd)
+        .unwrap_err()
+        .to_string()
+        .contains("AMD"));
+}

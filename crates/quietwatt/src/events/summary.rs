@@ -1,0 +1,475 @@
+//! The end-of-recording summary: residency per C-state per CPU from each mechanism
+//! with their disagreement, which mechanism is blind on which CPU, event rates, the
+//! energy per second, and an estimate of the energy per event.
+//!
+//! **Energy per event is an estimate.** RAPL measures a package, not an event. The
+//! figure is the least-squares slope of the mean power of each events window against
+//! the event's rate in it, W per (events/s) = J per event (paper 003 fits the energy
+//! of page faults against their number the same way, across runs): the marginal
+//! joules that come with one more event. Everything that
+//! varies with the event (the work that causes the faults) is in the slope too, so
+//! it says "joules that travel with one event", never "joules one event costs".
+
+use super::recorder::EventTotals;
+use super::Event;
+use crate::meter::EnergyReport;
+use serde::Serialize;
+use std::fmt;
+
+/// An entry count within this fraction of cpuidle's agrees with it.
+pub const AGREEMENT: f64 = 0.10;
+
+/// Below this many cpuidle entries a CPU's comparison says nothing either way.
+pub const MIN_ENTRIES: u64 = 10;
+
+/// One idle state of one CPU as each mechanism saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CstateRow {
+    /// The CPU.
+    pub cpu: u32,
+    /// The state's index (`stateN`, the tracepoint's `state`).
+    pub state: u32,
+    /// Its cpuidle name.
+    pub name: String,
+    /// Entries counted by perf on `power:cpu_idle`.
+    pub perf_entries: Option<u64>,
+    /// Entries counted by the BPF program.
+    pub bpf_entries: Option<u64>,
+    /// Entries by cpuidle's `usage`.
+    pub sysfs_entries: Option<u64>,
+    /// Fraction of the recording spent in the state, by cpuidle's `time`.
+    pub sysfs_residency: Option<f64>,
+    /// The same fraction measured by the BPF program (entry to exit timestamps).
+    pub bpf_residency: Option<f64>,
+    /// (perf − sysfs) / sysfs entries, percent.
+    pub perf_vs_sysfs_pct: Option<f64>,
+    /// (BPF − sysfs) / sysfs entries, percent.
+    pub bpf_vs_sysfs_pct: Option<f64>,
+    /// (BPF − sysfs) / sysfs residency, percent.
+    pub bpf_residency_vs_sysfs_pct: Option<f64>,
+}
+
+/// Whether a mechanism sees `power:cpu_idle` on a CPU, judged against cpuidle.
+#[derive(Debug, Clone, Serialize)]
+pub struct Visibility {
+    /// The CPU.
+    pub cpu: u32,
+    /// `perf` or `bpf`.
+    pub mechanism: &'static str,
+    /// Entries the mechanism counted (all states).
+    pub seen: u64,
+    /// Entries cpuidle counted (all states).
+    pub sysfs: u64,
+    /// `sees`, `blind`, `differs`, or `idle` (too few entries to tell).
+    pub verdict: &'static str,
+}
+
+/// One event's totals over every CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateRow {
+    /// The event (its CSV name).
+    pub event: String,
+    /// Total over the recording, over every CPU.
+    pub total: u64,
+    /// Per second.
+    pub per_s: f64,
+    /// Per CPU totals, in CPU order.
+    pub per_cpu: Vec<(u32, u64)>,
+}
+
+/// Mean power of one domain over the recording.
+#[derive(Debug, Clone, Serialize)]
+pub struct PowerRow {
+    /// `socket/domain`.
+    pub domain: String,
+    /// Joules per second.
+    pub joules_per_s: f64,
+}
+
+/// The energy that travels with one event: an estimate (see the module docs).
+#[derive(Debug, Clone, Serialize)]
+pub struct EnergyPerEvent {
+    /// The event.
+    pub event: String,
+    /// Least-squares slope, joules per event.
+    pub joules_per_event: f64,
+    /// Intercept: watts at a rate of zero events.
+    pub watts_at_zero: f64,
+    /// Coefficient of determination of the fit.
+    pub r2: f64,
+    /// Windows fitted.
+    pub windows: usize,
+    /// Always `estimate`: this is not a measurement.
+    pub kind: &'static str,
+}
+
+/// Everything the summary prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventSummary {
+    /// Seconds counted.
+    pub seconds: f64,
+    /// One row per CPU and idle state.
+    pub cstates: Vec<CstateRow>,
+    /// Per CPU and tracing mechanism: does it see `power:cpu_idle` there?
+    pub visibility: Vec<Visibility>,
+    /// Events, summed over CPUs.
+    pub rates: Vec<RateRow>,
+    /// Joules per second of each energy domain (mean power), when energy was recorded.
+    pub energy: Vec<PowerRow>,
+    /// Joules per event (estimates), when the energy time series could be joined.
+    pub energy_per_event: Vec<EnergyPerEvent>,
+    /// Notes from opening the counters.
+    pub notes: Vec<String>,
+}
+
+fn pct(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| (a as f64 - b as f64) / b as f64 * 100.0)
+}
+
+/// The verdict on a mechanism that counted `seen` entries where cpuidle counted `sysfs`.
+pub fn verdict(seen: u64, sysfs: u64) -> &'static str {
+    if sysfs < MIN_ENTRIES && seen < MIN_ENTRIES {
+        "idle"
+    } else if seen == 0 {
+        "blind"
+    } else if (seen as f64 - sysfs as f64).abs() <= AGREEMENT * sysfs.max(1) as f64 {
+        "sees"
+    } else {
+        "differs"
+    }
+}
+
+impl EventSummary {
+    /// The summary of `t`, with the mean power of `energy` when given.
+    pub fn new(t: &EventTotals, energy: Option<&EnergyReport>) -> EventSummary {
+        let secs = t.seconds();
+        let mut cstates = Vec::new();
+        let mut visibility = Vec::new();
+        for cpu in t.cpus() {
+            let mut states: Vec<u32> = t
+                .channels
+                .iter()
+                .filter(|(c, _)| *c == cpu)
+                .filter_map(|(_, e)| e.state())
+                .collect();
+            states.sort_unstable();
+            states.dedup();
+            for s in states {
+                let perf = t.get(cpu, Event::IdleEnter(s));
+                let bpf = t.get(cpu, Event::BpfIdleEnter(s));
+                let sysfs = t.get(cpu, Event::CpuidleUsage(s));
+                let frac = |v: Option<u64>, per_s: f64| {
+                    v.filter(|_| secs > 0.0).map(|x| x as f64 / per_s / secs)
+                };
+                let sysfs_res = frac(t.get(cpu, Event::CpuidleTimeUs(s)), 1e6);
+                let bpf_res = frac(t.get(cpu, Event::BpfIdleNs(s)), 1e9);
+                cstates.push(CstateRow {
+                    cpu,
+                    state: s,
+                    name: t.cpuidle.name(cpu, s),
+                    perf_entries: perf,
+                    bpf_entries: bpf,
+                    sysfs_entries: sysfs,
+                    sysfs_residency: sysfs_res,
+                    bpf_residency: bpf_res,
+                    perf_vs_sysfs_pct: perf.zip(sysfs).and_then(|(a, b)| pct(a, b)),
+                    bpf_vs_sysfs_pct: bpf.zip(sysfs).and_then(|(a, b)| pct(a, b)),
+                    bpf_residency_vs_sysfs_pct: bpf_res
+                        .zip(sysfs_res)
+                        .and_then(|(a, b)| (b > 0.0).then(|| (a - b) / b * 100.0)),
+                });
+            }
+            let rows: Vec<&CstateRow> = cstates.iter().filter(|r| r.cpu == cpu).collect();
+            let total = |f: fn(&CstateRow) -> Option<u64>| -> Option<u64> {
+                let v: Vec<u64> = rows.iter().filter_map(|r| f(r)).collect();
+                (!v.is_empty()).then(|| v.iter().sum())
+            };
+            if let Some(sysfs) = total(|r| r.sysfs_entries) {
+                for (mechanism, seen) in [
+                    ("perf", total(|r| r.perf_entries)),
+                    ("bpf", total(|r| r.bpf_entries)),
+                ] {
+                    if let Some(seen) = seen {
+                        visibility.push(Visibility {
+                            cpu,
+                            mechanism,
+                            seen,
+                            sysfs,
+                            verdict: verdict(seen, sysfs),
+                        });
+                    }
+                }
+            }
+        }
+        let mut rates = Vec::new();
+        for event in [
+            Event::PageFaultsMin,
+            Event::PageFaultsMaj,
+            Event::ContextSwitches,
+            Event::CpuMigrations,
+            Event::WakeIdleWithoutIpi,
+            Event::IdleExit,
+        ] {
+            let per_cpu: Vec<(u32, u64)> = t
+                .channels
+                .iter()
+                .zip(&t.totals)
+                .filter(|((_, e), _)| *e == event)
+                .map(|((c, _), &v)| (*c, v))
+                .collect();
+            if per_cpu.is_empty() {
+                continue;
+            }
+            let total: u64 = per_cpu.iter().map(|x| x.1).sum();
+            rates.push(RateRow {
+                event: event.to_string(),
+                total,
+                per_s: if secs > 0.0 { total as f64 / secs } else { 0.0 },
+                per_cpu,
+            });
+        }
+        let energy = energy
+            .map(|r| {
+                r.domains
+                    .iter()
+                    .map(|d| PowerRow {
+                        domain: format!("{}/{}", d.socket, d.domain),
+                        joules_per_s: d.mean_power_w.0,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        EventSummary {
+            seconds: secs,
+            cstates,
+            visibility,
+            rates,
+            energy,
+            energy_per_event: Vec::new(),
+            notes: t.notes.clone(),
+        }
+    }
+}
+
+/// Fits `y = a + b x` by least squares; `None` when `x` does not vary or fewer than
+/// three points are given. Returns `(b, a, r²)`.
+pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 3 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    let a = my - b * mx;
+    let r2 = if syy > 0.0 {
+        (sxy * sxy) / (sxx * syy)
+    } else {
+        0.0
+    };
+    Some((b, a, r2))
+}
+
+fn opt<T: fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |x| x.to_string())
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |x| format!("{x:+.1}%"))
+}
+
+fn opt_frac(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |x| format!("{:.1}%", x * 100.0))
+}
+
+impl fmt::Display for EventSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "events over {:.2} s", self.seconds)?;
+        if !self.cstates.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "C-states per CPU: entries by mechanism (perf tracepoint count, BPF, cpuidle usage) and residency (cpuidle time, BPF)"
+            )?;
+            writeln!(
+                f,
+                "{:>4} {:<16} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10}",
+                "cpu",
+                "state",
+                "perf",
+                "bpf",
+                "sysfs",
+                "perf-sys",
+                "bpf-sys",
+                "res sysfs",
+                "res bpf",
+                "res diff"
+            )?;
+            for r in &self.cstates {
+                writeln!(
+                    f,
+                    "{:>4} {:<16} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10}",
+                    r.cpu,
+                    format!("{} {}", r.state, r.name),
+                    opt(r.perf_entries),
+                    opt(r.bpf_entries),
+                    opt(r.sysfs_entries),
+                    opt_pct(r.perf_vs_sysfs_pct),
+                    opt_pct(r.bpf_vs_sysfs_pct),
+                    opt_frac(r.sysfs_residency),
+                    opt_frac(r.bpf_residency),
+                    opt_pct(r.bpf_residency_vs_sysfs_pct),
+                )?;
+            }
+        }
+        if !self.visibility.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "power:cpu_idle visibility (entries seen vs cpuidle usage):"
+            )?;
+            for v in &self.visibility {
+                let words = match v.verdict {
+                    "sees" => "sees it",
+                    "blind" => "BLIND: sees none of cpuidle's entries",
+                    "differs" => "differs from cpuidle by more than 10 %",
+                    _ => "too few idle entries to tell",
+                };
+                writeln!(
+                    f,
+                    "  cpu{} {:<5} {:>10} vs {:>10}  {words}",
+                    v.cpu, v.mechanism, v.seen, v.sysfs
+                )?;
+            }
+        }
+        if !self.rates.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "{:<24} {:>12} {:>12}  per CPU",
+                "event", "total", "per s"
+            )?;
+            for r in &self.rates {
+                let per_cpu: Vec<String> = r
+                    .per_cpu
+                    .iter()
+                    .map(|(c, v)| format!("cpu{c}={v}"))
+                    .collect();
+                writeln!(
+                    f,
+                    "{:<24} {:>12} {:>12.1}  {}",
+                    r.event,
+                    r.total,
+                    r.per_s,
+                    per_cpu.join(" ")
+                )?;
+            }
+        }
+        if !self.energy.is_empty() {
+            writeln!(f)?;
+            let e: Vec<String> = self
+                .energy
+                .iter()
+                .map(|p| format!("{} {:.3} J/s", p.domain, p.joules_per_s))
+                .collect();
+            writeln!(f, "energy per second: {}", e.join(", "))?;
+        }
+        if !self.energy_per_event.is_empty() {
+            writeln!(
+                f,
+                "energy per event (ESTIMATE: least-squares slope of window power against window event rate; includes whatever varies with the event):"
+            )?;
+            for e in &self.energy_per_event {
+                writeln!(
+                    f,
+                    "  {:<24} {:>12.3e} J/event  (R² {:.2}, {} windows)",
+                    e.event, e.joules_per_event, e.r2, e.windows
+                )?;
+            }
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::cpuidle::{CpuidleState, CpuidleStates};
+
+    fn totals(channels: Vec<((u32, Event), u64)>) -> EventTotals {
+        let state = |i: u32, n: &str| CpuidleState {
+            index: i,
+            name: n.into(),
+            latency_us: 0,
+            residency_us: 0,
+            disabled: false,
+        };
+        EventTotals {
+            first_ns: 0,
+            last_ns: 2_000_000_000,
+            reads: 20,
+            missed: 0,
+            channels: channels.iter().map(|x| x.0).collect(),
+            totals: channels.iter().map(|x| x.1).collect(),
+            cpuidle: CpuidleStates {
+                cpus: vec![
+                    (0, vec![state(0, "POLL"), state(1, "haltpoll idle")]),
+                    (1, vec![state(0, "POLL"), state(1, "haltpoll idle")]),
+                ],
+                root: Default::default(),
+            },
+            notes: vec![],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_blind_cpu_and_an_agreeing_cpu_are_told_apart() {
+        let t = totals(vec![
+            ((0, Event::IdleEnter(1)), 980),
+            ((0, Event::CpuidleUsage(1)), 1000),
+            ((0, Event::CpuidleTimeUs(1)), 1_500_000),
+            ((1, Event::IdleEnter(1)), 0),
+            ((1, Event::CpuidleUsage(1)), 700),
+            ((1, Event::CpuidleTimeUs(1)), 1_800_000),
+            ((0, Event::PageFaultsMin), 40),
+            ((1, Event::PageFaultsMin), 60),
+        ]);
+        let s = EventSummary::new(&t, None);
+        assert_eq!(s.cstates.len(), 2);
+        assert_eq!(s.cstates[0].name, "haltpoll idle");
+        assert!((s.cstates[0].perf_vs_sysfs_pct.unwrap() + 2.0).abs() < 1e-9);
+        assert!((s.cstates[0].sysfs_residency.unwrap() - 0.75).abs() < 1e-9);
+        let v: Vec<(u32, &str)> = s.visibility.iter().map(|v| (v.cpu, v.verdict)).collect();
+        assert_eq!(v, vec![(0, "sees"), (1, "blind")]);
+        assert_eq!(s.rates[0].total, 100);
+        assert!((s.rates[0].per_s - 50.0).abs() < 1e-9);
+        let text = s.to_string();
+        assert!(text.contains("BLIND"), "{text}");
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(verdict(0, 3), "idle");
+        assert_eq!(verdict(0, 100), "blind");
+        assert_eq!(verdict(95, 100), "sees");
+        assert_eq!(verdict(120, 100), "differs");
+    }
+
+    #[test]
+    fn a_line_is_fitted_exactly() {
+        let pts: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 2.0 + 0.5 * i as f64)).collect();
+        let (b, a, r2) = fit_line(&pts).unwrap();
+        assert!((b - 0.5).abs() < 1e-12 && (a - 2.0).abs() < 1e-12 && (r2 - 1.0).abs() < 1e-12);
+        assert!(fit_line(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]).is_none());
+    }
+}

@@ -1,0 +1,19 @@
+//! The overhead lab: measurements of measurement (papers 000 and 002), so that a
+//! user can show on their own machine what monitoring costs and whether it changed
+//! their result.
+//!
+//! - [`stats`]: the papers' statistics (IQR outliers, one-sided Wilcoxon rank-sum,
+//!   Holm-Bonferroni, Hodges-Lehmann shift), checked against SciPy.
+//! - [`latency`]: the cost of each primitive a reader is built from (paper 002,
+//!   Table III), timed with serialized rdtsc.
+//! - [`workload`]: EP-like, CG-like and idle kernels that time their own solve.
+//! - [`experiment`]: plans of workloads × monitors × frequencies × repetitions, run
+//!   interleaved, recorded to a resumable CSV, analysed into the Appendix A table.
+//! - [`plot`]: box plots of run time per monitor and frequency, and lines against
+//!   the sampling frequency, as SVG.
+
+pub mod experiment;
+pub mod latency;
+pub mod plot;
+pub mod stats;
+pub mod workload;

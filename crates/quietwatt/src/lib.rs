@@ -1,0 +1,75 @@
+//! quietwatt: energy of CPUs and DRAM through RAPL, read correctly (units, wraps,
+//! domain hierarchy, timing) and cheaply.
+//!
+//! The crate is organised one module per concept:
+//! - [`domain`]: RAPL domains, sockets, which domain contains which, totals.
+//! - [`units`]: joules, watts, and the size of one raw counter step.
+//! - [`counter`]: raw readings to wrap-corrected integer totals.
+//! - [`root`]: the directory `/sys`, `/dev` and `/proc` are looked up under.
+//! - [`topology`]: online CPUs and their packages.
+//! - [`cpuinfo`]: vendor, family and model from `/proc/cpuinfo`.
+//! - [`quirks`]: the energy-unit exceptions of some CPU models, as one table.
+//! - [`source`]: the mechanisms that read RAPL (powercap, perf_event, MSR), behind one trait.
+//! - [`meter`]: a source plus its counters, sampled into corrected energy.
+//! - [`consistency`]: every available mechanism read over one interval, compared.
+//! - [`ticker`]: rates, absolute deadlines, the timerfd pacer.
+//! - [`sampler`]: the sampler thread: timerfd ticks, fixed-size records into a lock-free ring.
+//! - [`writer`]: the writer thread: drains the ring, converts to joules, feeds a sink.
+//! - [`sink`]: output formats (CSV, JSON Lines) behind one trait, and their metadata.
+//! - [`record`]: the two threads started and stopped together; [`command`]: the same
+//!   around a child process.
+//! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
+//!   drained in batches into the same records and sinks.
+//! - [`adaptive`]: the sampling rate that follows the machine's load.
+//! - [`overhead`]: what measuring costs, accounted on every run.
+//! - [`bench`](mod@bench): the timerfd engine against naive loops (paper 002, Fig. 5).
+//! - [`events`]: OS events (C-states, wake-ups, context switches, page faults) counted
+//!   in the kernel on the energy's clock, and the wake-up experiment; [`trace`]: a
+//!   recording read back and converted to the Chrome JSON trace format.
+//! - [`lab`]: the overhead lab: primitive latencies, workloads, overhead experiments,
+//!   the papers' statistics.
+//! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
+//!   by paper 003's method, attribution of a command's energy to them, validation.
+#![warn(missing_docs)]
+
+pub mod consistency;
+pub mod counter;
+pub mod cpuinfo;
+pub mod doctor;
+pub mod domain;
+pub mod error;
+pub mod root;
+pub mod units;
+
+pub use counter::{Counter, Wrap};
+pub use domain::{Domain, DomainId, Socket};
+pub use error::{Error, Result};
+pub use root::SysRoot;
+pub use units::{EnergyUnit, Joules, Watts};
+
+pub mod adaptive;
+pub mod bench;
+pub mod command;
+pub mod events;
+pub mod inkernel;
+pub mod lab;
+pub mod meter;
+pub mod model;
+pub mod overhead;
+pub mod quirks;
+pub mod record;
+pub mod sampler;
+pub mod sink;
+pub mod source;
+pub mod ticker;
+pub mod topology;
+pub mod trace;
+pub mod writer;
+
+pub use meter::{EnergyReport, Meter};
+pub use overhead::Overhead;
+pub use record::{EngineConfig, Recording};
+pub use sampler::{FreqArg, Rate};
+pub use sink::{Format, Metadata, Sink};
+pub use source::{Mechanism, Selection, Source};
+pub use ticker::Hertz;

@@ -1,0 +1,320 @@
+//! Recording: the sampler thread and the writer thread started together, joined by
+//! a lock-free ring, and ended together so that the output is always complete.
+//!
+//! ```text
+//!  sampler thread ── raw deltas (4 + n words) ──▶ rtrb ring ──▶ writer thread ──▶ Sink
+//!  timerfd deadlines                                       joules, batches,
+//!  no alloc, no lock, no I/O                               flush ≤ 1 s
+//! ```
+//!
+//! Stopping (the caller's flag, `--duration`, the end of a measured command, a
+//! write error) always goes the same way: the sampler takes one last reading and
+//! ends, the writer drains the ring, finishes the sink and ends.
+
+use crate::adaptive::{Adaptive, LoadProbe, RatePolicy, DEFAULT_HOLD, DEFAULT_PROBE_EVERY};
+use crate::error::{Error, Result};
+use crate::meter::{EnergyReport, Meter};
+use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
+use crate::root::SysRoot;
+use crate::sampler::{self, Control, Rate, Setup, HEADER_WORDS, MAX_CHANNELS};
+use crate::ticker::{Hertz, Pacing, TimerFd};
+use crate::units::EnergyUnit;
+use crate::writer;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+pub use crate::sink::{CsvSink, Metadata, Sink};
+
+/// How to run the sampling engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Fixed or adaptive rate.
+    pub rate: Rate,
+    /// End after this long (from the first reading); `None`: until stopped.
+    pub duration: Option<Duration>,
+    /// Timerfd deadlines (always, except to measure the alternative).
+    pub pacing: Pacing,
+    /// Pin the sampler thread to this CPU; `None`: to the CPU where the source's
+    /// counters are read, if they are tied to one ([`crate::sampler::placement`]).
+    pub cpu: Option<usize>,
+    /// Ask for SCHED_FIFO for the sampler (a warning when refused).
+    pub realtime: bool,
+    /// Records the ring holds; `None`: two seconds at the highest rate, within 1024..16384.
+    pub ring_capacity: Option<usize>,
+    /// The sampler wakes the writer to write and flush this often (or at each tick
+    /// when ticks are further apart).
+    pub flush_every: Duration,
+    /// Where `/proc/stat` is read for the adaptive rate.
+    pub root: SysRoot,
+    /// Adaptive rate: how long the load must stay lower before the rate falls.
+    pub hold: Duration,
+    /// Adaptive rate: shortest time between two load readings.
+    pub probe_every: Duration,
+}
+
+impl EngineConfig {
+    /// Defaults around a rate: timerfd pacing, flush every 500 ms, no pinning, normal priority.
+    pub fn new(rate: Rate) -> EngineConfig {
+        EngineConfig {
+            rate,
+            duration: None,
+            pacing: Pacing::TimerFd,
+            cpu: None,
+            realtime: false,
+            ring_capacity: None,
+            flush_every: Duration::from_millis(500),
+            root: SysRoot::default(),
+            hold: DEFAULT_HOLD,
+            probe_every: DEFAULT_PROBE_EVERY,
+        }
+    }
+
+    /// The ring's capacity in records.
+    pub fn ring_capacity(&self) -> usize {
+        match self.ring_capacity {
+            Some(n) => n.max(1),
+            None => ((self.rate.max().hz() * 2.0) as usize).clamp(1024, 16384),
+        }
+    }
+}
+
+/// How a recording went.
+#[derive(Debug)]
+pub struct Recording {
+    /// Samples handed to the sink (the priming read is not one).
+    pub samples: u64,
+    /// Deadlines that passed before the sampler could read (their energy is in the
+    /// next sample).
+    pub missed_deadlines: u64,
+    /// Energy over the whole recording, from the counters themselves (complete even
+    /// when the output failed).
+    pub report: EnergyReport,
+    /// What the recording cost.
+    pub overhead: Overhead,
+    /// Things refused that did not stop the recording (`--rt` without permission, a
+    /// raised minimum rate).
+    pub warnings: Vec<String>,
+    /// What stopped the recording early, if anything; everything before it is in the file.
+    pub error: Option<Error>,
+}
+
+/// Samples `meter` into `sink` until `config.duration` has passed or `stop` is set.
+/// `output` names the sink's file in errors. A header that cannot be written fails
+/// before anything is measured ([`Error::Output`]); a failure later ends the
+/// recording with [`Recording::error`] set and the output valid up to it.
+pub fn record(
+    meter: &mut Meter,
+    sink: &mut dyn Sink,
+    output: &Path,
+    meta: &Metadata,
+    config: &EngineConfig,
+    stop: &AtomicBool,
+) -> Result<Recording> {
+    let out_err = |source| Error::Output {
+        path: output.to_path_buf(),
+        source,
+    };
+    sink.begin(meta, meter.channels()).map_err(out_err)?;
+    let (run, ()) = drive(meter, sink, config, Some(stop), |control| {
+        // The sampler sees `stop` at its next tick and unparks this thread when it
+        // ends. This thread looks itself only where the sampler's period can be
+        // longer than STOP_POLL; otherwise it sleeps, so that it adds no wake-up.
+        let poll = if config.rate.min().period() > STOP_POLL {
+            STOP_POLL
+        } else {
+            WAIT_BACKSTOP
+        };
+        while !control.sampler_done() && !stop.load(Ordering::Relaxed) {
+            thread::park_timeout(poll);
+        }
+        Ok(())
+    })?;
+    let error = match run.write_error {
+        Some(e) => Some(out_err(e)),
+        None => run.read_error,
+    };
+    Ok(Recording {
+        samples: run.written,
+        missed_deadlines: run.counts.missed,
+        report: meter.report(),
+        overhead: Overhead::new(&run.counts, run.writer_usage, run.written)
+            .with_waiter(run.waiter_usage),
+        warnings: run.warnings,
+        error,
+    })
+}
+
+/// How often the thread that waits for the end of a recording looks at the
+/// caller's stop flag itself when the sampling period can be longer: the latest a
+/// stop is seen at any rate (the sampler sees it at its next tick).
+pub const STOP_POLL: Duration = Duration::from_millis(250);
+
+/// How long that thread sleeps at faster rates, where the sampler wakes it: only a
+/// guard against a wake-up lost to a bug.
+const WAIT_BACKSTOP: Duration = Duration::from_secs(5);
+
+/// What one run of the engine gave.
+pub(crate) struct EngineRun {
+    pub counts: SamplerCounts,
+    pub writer_usage: crate::overhead::ThreadUsage,
+    /// The calling thread's, while it waited for the end.
+    pub waiter_usage: crate::overhead::ThreadUsage,
+    pub written: u64,
+    pub read_error: Option<Error>,
+    pub write_error: Option<io::Error>,
+    pub warnings: Vec<String>,
+}
+
+/// Runs the engine: starts the writer and the sampler, waits for the sampler's
+/// priming read, runs `between` on this thread (it returns when it is time to stop,
+/// or when [`Control::sampler_done`]), then stops and joins both threads.
+pub(crate) fn drive<T>(
+    meter: &mut Meter,
+    sink: &mut dyn Sink,
+    config: &EngineConfig,
+    stop: Option<&AtomicBool>,
+    between: impl FnOnce(&Control<'_>) -> Result<T>,
+) -> Result<(EngineRun, T)> {
+    let n = meter.channels().len();
+    if n > MAX_CHANNELS {
+        return Err(Error::TooManyChannels {
+            count: n,
+            max: MAX_CHANNELS,
+        });
+    }
+    let units: Vec<EnergyUnit> = meter.channels().iter().map(|c| c.unit).collect();
+    let mut warnings = Vec::new();
+    let (adaptive, start) = adaptive(meter, config, &mut warnings)?;
+    let timer = match config.pacing {
+        Pacing::TimerFd => Some(TimerFd::new().map_err(|source| Error::Engine {
+            what: "create a timerfd".into(),
+            source,
+        })?),
+        Pacing::RelativeSleep => None,
+    };
+    let control = Control::new(timer, stop);
+    // Whole records only: a multiple of the record's size, so none wraps around.
+    let words = config.ring_capacity() * (HEADER_WORDS + n);
+    let (producer, consumer) = rtrb::RingBuffer::<u64>::new(words);
+    // The priming read, last before the threads start: an energy measurement
+    // begins here, not after a thread start-up that a loaded machine can delay.
+    let (first_ns, _) = meter.sample()?;
+    // Where the counters are read, unless the user said where (--cpu).
+    let (cpu, notes) = sampler::placement(&meter.read_cpus(), config.cpu);
+    warnings.extend(notes);
+    let setup = Setup {
+        cpu,
+        cpu_from_counters: config.cpu.is_none(),
+        realtime: config.realtime,
+        end_after_ns: config.duration.map(|d| d.as_nanos() as u64),
+        flush_every_ns: config.flush_every.as_nanos() as u64,
+        first_ns,
+    };
+    let spawn_err = |source| Error::Engine {
+        what: "start a thread".into(),
+        source,
+    };
+    thread::scope(|s| {
+        let control = &control;
+        let units = &units;
+        let writer = thread::Builder::new()
+            .name("quietwatt-writer".into())
+            .spawn_scoped(s, move || writer::run(consumer, sink, units, control))
+            .map_err(spawn_err)?;
+        let writer_thread = writer.thread().clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        // If this spawn fails the producer is dropped with the closure, which ends the writer.
+        let sampler = thread::Builder::new()
+            .name("quietwatt-sampler".into())
+            .spawn_scoped(s, move || {
+                sampler::run(
+                    meter,
+                    producer,
+                    adaptive,
+                    start,
+                    setup,
+                    control,
+                    writer_thread,
+                    ready_tx,
+                )
+            })
+            .map_err(spawn_err)?;
+        let waiter_start = ThreadUsage::current();
+        let between_result = match ready_rx.recv() {
+            Ok(Ok(w)) => {
+                warnings.extend(w);
+                between(control)
+            }
+            Ok(Err(e)) => Err(e),
+            // The sampler panicked during setup: its join below re-raises the panic.
+            Err(_) => Err(Error::Engine {
+                what: "start the sampler".into(),
+                source: io::Error::other("the sampler thread ended during setup"),
+            }),
+        };
+        control.stop();
+        let waiter_usage = ThreadUsage::current().since(waiter_start);
+        // Both joined before a panic of either is raised again: the scope would
+        // otherwise wait for the writer with nobody left to wake it.
+        let so = sampler.join();
+        writer.thread().unpark();
+        let wo = writer.join();
+        let so = so.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let wo = wo.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let value = between_result?;
+        Ok((
+            EngineRun {
+                counts: so.counts,
+                writer_usage: wo.usage,
+                waiter_usage,
+                written: wo.written,
+                read_error: so.error,
+                write_error: wo.error,
+                warnings,
+            },
+            value,
+        ))
+    })
+}
+
+/// The adaptive rate, when asked for, with its wrap floor; and the rate to start at.
+fn adaptive(
+    meter: &Meter,
+    config: &EngineConfig,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<Adaptive>, Hertz)> {
+    let Rate::Auto { min, max } = config.rate else {
+        return Ok((None, config.rate.max()));
+    };
+    let floor = meter
+        .max_safe_period()
+        .map(|p| Hertz::clamped(1.0 / p.as_secs_f64().max(1e-9)));
+    let policy = RatePolicy::new(min, max, config.hold, floor);
+    if policy.min().hz() > min.hz() {
+        warnings.push(format!(
+            "--freq auto: the lowest rate is raised from {} Hz to {} Hz so that no counter can wrap twice between two reads",
+            min.hz(),
+            policy.min().hz()
+        ));
+    }
+    let probe = match LoadProbe::open(&config.root, config.root.is_system()) {
+        // A root without /proc (the emulator serves only RAPL's files): the load that
+        // matters is this machine's.
+        Err(Error::Io { path, source })
+            if source.kind() == io::ErrorKind::NotFound && !config.root.is_system() =>
+        {
+            warnings.push(format!(
+                "--freq auto: {} does not exist; the load is read from this machine's /proc/stat",
+                path.display()
+            ));
+            LoadProbe::open(&SysRoot::default(), true)?
+        }
+        r => r?,
+    };
+    let a = Adaptive::new(probe, policy, config.probe_every);
+    let start = a.current();
+    Ok((Some(a), start))
+}

@@ -1,0 +1,745 @@
+//! The sampler thread: wakes at absolute deadlines, reads every counter, pushes one
+//! record of raw deltas into a lock-free ring for the writer thread.
+//!
+//! The loop allocates nothing, takes no lock, formats nothing and writes nothing:
+//! per tick it costs one timerfd `read`, the source's reads (one `pread` per
+//! powercap zone, one `read` per perf event) and a copy into the ring. A record
+//! on the ring is exactly [`HEADER_WORDS`] + one word per channel (48 bytes for
+//! two channels, not a fixed 64-channel struct), so that the ring stays in the
+//! cache: every slot written is a cache line that must be fetched first. Deadlines
+//! that pass while it is busy are counted, and the next record's deltas cover them,
+//! so no energy is lost; when the ring is full the record is kept and the next
+//! tick's deltas are added to it, so no energy is lost either.
+
+use crate::adaptive::{Adaptive, DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
+use crate::error::{Error, Result};
+use crate::meter::Meter;
+use crate::overhead::{SamplerCounts, ThreadUsage};
+use crate::ticker::{Hertz, InvalidFrequency, Pacer, TimerFd};
+use rtrb::Producer;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::thread::Thread;
+
+/// Counters one record holds: 8 sockets of 5 domains fit with room to spare.
+pub const MAX_CHANNELS: usize = 64;
+
+/// Words before the deltas in a record on the ring: `t_ns`, `interval_ns`,
+/// `missed << 32 | merged`, `freq_hz` as bits.
+pub const HEADER_WORDS: usize = 4;
+
+/// One sample: raw counter steps, converted on the writer side. On the ring it is
+/// [`Record::header`] followed by the deltas; this struct holds a sample the full
+/// ring refused, until it is merged into the next.
+#[derive(Debug, Clone, Copy)]
+pub struct Record {
+    /// CLOCK_MONOTONIC nanoseconds of the read.
+    pub t_ns: u64,
+    /// Nanoseconds since the previous record's read: a gap makes it longer.
+    pub interval_ns: u64,
+    /// Deadlines missed just before this read.
+    pub missed: u32,
+    /// Reads folded into this record because the ring was full.
+    pub merged: u32,
+    /// The sampling rate in force.
+    pub freq_hz: f64,
+    len: u8,
+    deltas: [u64; MAX_CHANNELS],
+}
+
+impl Record {
+    /// A record of `deltas` (at most [`MAX_CHANNELS`]).
+    pub fn new(t_ns: u64, interval_ns: u64, missed: u64, freq: Hertz, deltas: &[u64]) -> Record {
+        let len = deltas.len().min(MAX_CHANNELS);
+        let mut r = Record {
+            t_ns,
+            interval_ns,
+            missed: missed.min(u32::MAX as u64) as u32,
+            merged: 0,
+            freq_hz: freq.hz(),
+            len: len as u8,
+            deltas: [0; MAX_CHANNELS],
+        };
+        r.deltas[..len].copy_from_slice(&deltas[..len]);
+        r
+    }
+
+    /// A record from its header words and deltas.
+    fn from_parts(head: [u64; HEADER_WORDS], deltas: &[u64]) -> Record {
+        let mut r = Record::from_words(&head);
+        let len = deltas.len().min(MAX_CHANNELS);
+        r.len = len as u8;
+        r.deltas[..len].copy_from_slice(&deltas[..len]);
+        r
+    }
+
+    /// Raw steps per channel since the previous record.
+    pub fn deltas(&self) -> &[u64] {
+        &self.deltas[..self.len as usize]
+    }
+
+    /// The words before the deltas on the ring.
+    #[inline]
+    pub fn header(&self) -> [u64; HEADER_WORDS] {
+        header(
+            self.t_ns,
+            self.interval_ns,
+            self.missed as u64,
+            self.merged,
+            self.freq_hz,
+        )
+    }
+
+    /// Reads back a record of `words` ([`HEADER_WORDS`] + one per channel).
+    pub fn from_words(words: &[u64]) -> Record {
+        let deltas = &words[HEADER_WORDS.min(words.len())..];
+        let mut r = Record::new(
+            words[0],
+            words[1],
+            words[2] >> 32,
+            Hertz::clamped(f64::from_bits(words[3])),
+            deltas,
+        );
+        r.merged = words[2] as u32;
+        r
+    }
+
+    /// Adds an earlier record that could not be delivered: this one then covers both.
+    fn absorb(&mut self, earlier: &Record) {
+        for (d, e) in self.deltas.iter_mut().zip(earlier.deltas()) {
+            *d += e;
+        }
+        self.interval_ns += earlier.interval_ns;
+        self.missed = self.missed.saturating_add(earlier.missed);
+        self.merged = self.merged.saturating_add(earlier.merged + 1);
+    }
+}
+
+/// The header words of a record ([`HEADER_WORDS`]).
+#[inline]
+fn header(t_ns: u64, interval_ns: u64, missed: u64, merged: u32, freq_hz: f64) -> [u64; 4] {
+    let missed = missed.min(u32::MAX as u64);
+    [
+        t_ns,
+        interval_ns,
+        missed << 32 | merged as u64,
+        freq_hz.to_bits(),
+    ]
+}
+
+/// How fast to sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// Always this rate.
+    Fixed(Hertz),
+    /// Follow the machine's load between two rates (see [`crate::adaptive`]).
+    Auto {
+        /// The rate when idle (raised if a counter could wrap unseen).
+        min: Hertz,
+        /// The rate under load.
+        max: Hertz,
+    },
+}
+
+impl Rate {
+    /// The highest rate this can reach.
+    pub fn max(&self) -> Hertz {
+        match *self {
+            Rate::Fixed(f) => f,
+            Rate::Auto { max, .. } => max,
+        }
+    }
+
+    /// The lowest rate this can reach.
+    pub fn min(&self) -> Hertz {
+        match *self {
+            Rate::Fixed(f) => f,
+            Rate::Auto { min, .. } => min,
+        }
+    }
+
+    /// `auto` between the default bounds (5 Hz and 1 kHz).
+    pub fn auto() -> Rate {
+        Rate::Auto {
+            min: Hertz::clamped(DEFAULT_MIN_HZ),
+            max: Hertz::clamped(DEFAULT_MAX_HZ),
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rate::Fixed(h) => write!(f, "{}", h.hz()),
+            Rate::Auto { min, max } => write!(f, "auto ({}-{})", min.hz(), max.hz()),
+        }
+    }
+}
+
+/// `--freq`: a frequency, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FreqArg {
+    /// A fixed rate.
+    Fixed(Hertz),
+    /// Adaptive.
+    Auto,
+}
+
+impl FreqArg {
+    /// The rate, with the bounds used when this is `auto`.
+    pub fn rate(self, min: Hertz, max: Hertz) -> Rate {
+        match self {
+            FreqArg::Fixed(f) => Rate::Fixed(f),
+            FreqArg::Auto => Rate::Auto { min, max },
+        }
+    }
+}
+
+impl FromStr for FreqArg {
+    type Err = InvalidFrequency;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            Ok(FreqArg::Auto)
+        } else {
+            s.parse().map(FreqArg::Fixed)
+        }
+    }
+}
+
+/// What the sampler shares with the other threads: the stop flags and a way to wake it.
+#[derive(Debug)]
+pub(crate) struct Control<'s> {
+    stop: AtomicBool,
+    /// The caller's stop flag (a signal handler's), checked by the sampler at every
+    /// tick so that the orchestrating thread need not poll it often.
+    external: Option<&'s AtomicBool>,
+    done: AtomicBool,
+    timer: Option<TimerFd>,
+    orchestrator: Thread,
+}
+
+impl<'s> Control<'s> {
+    pub(crate) fn new(timer: Option<TimerFd>, external: Option<&'s AtomicBool>) -> Control<'s> {
+        Control {
+            stop: AtomicBool::new(false),
+            external,
+            done: AtomicBool::new(false),
+            timer,
+            orchestrator: std::thread::current(),
+        }
+    }
+
+    pub(crate) fn timer(&self) -> Option<&TimerFd> {
+        self.timer.as_ref()
+    }
+
+    /// Asks the sampler to take one last sample and end, waking it at once.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = &self.timer {
+            t.wake();
+        }
+    }
+
+    /// Whether [`Control::stop`] was called (its wake-up is not a tick).
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Whether the caller's flag asks to stop (checked after a regular tick).
+    #[inline]
+    fn externally_stopped(&self) -> bool {
+        self.external.is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// Whether the sampler has ended (duration over, error, or stopped).
+    pub(crate) fn sampler_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    fn mark_done(&self) {
+        self.done.store(true, Ordering::Release);
+        self.orchestrator.unpark();
+    }
+}
+
+/// How the sampler thread (or a loop measured beside it) is set up before its loop.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Setup {
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+    /// `cpu` was chosen because the counters are read there, not asked for with
+    /// `--cpu`: a refused pin is then a warning (reads cost an IPI), not an error.
+    pub cpu_from_counters: bool,
+    pub realtime: bool,
+    /// The sampler wakes the writer this often (the writer flushes at each wake),
+    /// and never needs to otherwise: data only arrives at ticks.
+    pub flush_every_ns: u64,
+    pub end_after_ns: Option<u64>,
+    /// CLOCK_MONOTONIC of the priming read, taken by the caller before spawning
+    /// this thread so that no thread start-up falls before the first reading.
+    pub first_ns: u64,
+}
+
+/// What the sampler thread returns.
+pub(crate) struct SamplerOutcome {
+    pub counts: SamplerCounts,
+    pub error: Option<Error>,
+}
+
+/// The sampler thread's body: setup, loop, last record, on a meter already primed
+/// (read once at `setup.first_ns`). Reports setup (warnings, or the error that
+/// prevents sampling) through `ready` before the loop.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    meter: &mut Meter,
+    ring: Producer<u64>,
+    adaptive: Option<Adaptive>,
+    start: Hertz,
+    setup: Setup,
+    control: &Control<'_>,
+    writer: Thread,
+    ready: SyncSender<Result<Vec<String>>>,
+) -> SamplerOutcome {
+    block_stop_signals();
+    // Declared before the ring so that it is dropped after it: the writer, woken
+    // here, then finds the ring abandoned and ends.
+    let _end = EndGuard {
+        control,
+        writer: writer.clone(),
+    };
+    let ring = ring;
+    let mut counts = SamplerCounts {
+        first_ns: setup.first_ns,
+        last_ns: setup.first_ns,
+        ..SamplerCounts::default()
+    };
+    let usage = ThreadUsage::current();
+    let started = prepare(&setup, &mut counts).and_then(|warnings| {
+        let pacer = Pacer::start(control.timer(), counts.first_ns, start).map_err(|source| {
+            Error::Engine {
+                what: "arm the sampling timer".into(),
+                source,
+            }
+        })?;
+        Ok((warnings, pacer))
+    });
+    let pacer = match started {
+        Ok((warnings, pacer)) => {
+            let _ = ready.send(Ok(warnings));
+            pacer
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return SamplerOutcome {
+                counts,
+                error: None,
+            };
+        }
+    };
+    let half = ring.buffer().capacity() / 2;
+    let words = HEADER_WORDS + meter.channels().len();
+    let end_ns = setup.end_after_ns.map(|d| counts.first_ns + d);
+    let first_ns = counts.first_ns;
+    let mut s = Sampler {
+        meter,
+        ring,
+        pacer,
+        adaptive,
+        control,
+        writer,
+        end_ns,
+        freq: start,
+        pending: None,
+        half,
+        words,
+        flush_ns: setup.flush_every_ns.max(1),
+        last_writer_wake: first_ns,
+        counts,
+    };
+    let error = s.run();
+    s.counts.last_cpu = current_cpu();
+    s.deliver_pending();
+    s.counts.usage = ThreadUsage::current().since(usage);
+    SamplerOutcome {
+        counts: s.counts,
+        error,
+    }
+}
+
+/// Wakes the writer and marks the sampler done when the sampler thread ends,
+/// however it ends (a panic included), so that no thread waits for it forever.
+struct EndGuard<'c, 's> {
+    control: &'c Control<'s>,
+    writer: Thread,
+}
+
+impl Drop for EndGuard<'_, '_> {
+    fn drop(&mut self) {
+        self.writer.unpark();
+        self.control.mark_done();
+    }
+}
+
+/// Pinning and priority of the calling thread; warnings for what was refused but
+/// is not fatal.
+pub(crate) fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    if let Some(cpu) = setup.cpu {
+        match pin(cpu) {
+            Ok(()) => counts.pinned_cpu = Some(cpu),
+            Err(e) if setup.cpu_from_counters => warnings.push(format!(
+                "the counters are read on CPU {cpu}, but the sampler cannot run there ({e}): each read of them costs an inter-processor interrupt"
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    if setup.realtime {
+        match set_fifo() {
+            Ok(()) => counts.realtime = true,
+            Err(e) => warnings.push(format!(
+                "--rt: SCHED_FIFO refused ({e}); sampling at normal priority (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {RT_PRIORITY})"
+            )),
+        }
+    }
+    Ok(warnings)
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread, so that they reach the thread
+/// that waits for them (the caller's) and never interrupt a read here: a FUSE read
+/// (the emulator) interrupted by a signal fails with EINTR.
+pub(crate) fn block_stop_signals() {
+    // SAFETY: the set is initialised by sigemptyset before use and outlives the
+    // calls; pthread_sigmask only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Where the sampler runs: `(cpu to pin to, notes)`, from the CPU of each counter
+/// read per tick (`read_cpus`, one entry per read, [`crate::Source::read_cpus`])
+/// and the CPU the user asked for (`--cpu`).
+///
+/// A perf event or an MSR is read on the CPU it belongs to: from any other CPU the
+/// kernel sends an inter-processor interrupt and waits for it (measured on the
+/// project's VM: 18 µs against 0.23 µs for a perf read on the same CPU; a few µs on
+/// bare metal). So, without `--cpu`, the sampler is pinned to the CPU with the most
+/// reads (the lowest on a tie), which on one socket is the only one. Reads that
+/// span CPUs (two sockets, AMD's per-core counters) cannot all be local to one
+/// thread; the rest cost an interrupt each and a note says how many. One reader
+/// thread per CPU was weighed and left out: each would add a timer wake-up per tick
+/// on its CPU, which costs as much as the interrupt it saves (more in a VM), and
+/// the samples of several threads would have to be merged. With `--cpu` on another
+/// CPU the user's choice stands and a note says what it costs.
+pub fn placement(read_cpus: &[u32], asked: Option<usize>) -> (Option<usize>, Vec<String>) {
+    let mut per_cpu: Vec<(u32, usize)> = Vec::new();
+    for &c in read_cpus {
+        match per_cpu.iter_mut().find(|(cpu, _)| *cpu == c) {
+            Some((_, n)) => *n += 1,
+            None => per_cpu.push((c, 1)),
+        }
+    }
+    per_cpu.sort_by_key(|&(cpu, n)| (std::cmp::Reverse(n), cpu));
+    let Some(&(best, _)) = per_cpu.first() else {
+        return (asked, Vec::new());
+    };
+    let cpu = asked.unwrap_or(best as usize);
+    let remote: usize = per_cpu
+        .iter()
+        .filter(|(c, _)| *c as usize != cpu)
+        .map(|(_, n)| n)
+        .sum();
+    let mut notes = Vec::new();
+    if remote > 0 {
+        let others: Vec<String> = per_cpu
+            .iter()
+            .filter(|(c, _)| *c as usize != cpu)
+            .map(|(c, _)| c.to_string())
+            .collect();
+        notes.push(format!(
+            "{remote} of the {} counter reads per sample are on CPU(s) {} while the sampler runs on CPU {cpu}{}: each costs an inter-processor interrupt (~18 us on a VM, a few us on bare metal){}",
+            read_cpus.len(),
+            others.join(","),
+            if asked.is_some() { " (--cpu)" } else { "" },
+            if asked.is_some() && per_cpu.len() == 1 {
+                format!("; leave out --cpu, or give --cpu {best}, to read them locally")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    (Some(cpu), notes)
+}
+
+/// SCHED_FIFO priority of the sampler: above every normal thread, below the
+/// kernel's own real-time threads (which use 50 and 99).
+pub const RT_PRIORITY: i32 = 10;
+
+fn set_fifo() -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: RT_PRIORITY,
+    };
+    // SAFETY: sched_setscheduler reads the param struct, which lives for the call;
+    // pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The CPU the calling thread runs on now (`sched_getcpu`, a vDSO call).
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no argument and only returns a number.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
+fn pin(cpu: usize) -> Result<()> {
+    let what = || {
+        format!(
+            "pin the sampler to CPU {cpu} (--cpu): give an online CPU that this process may use"
+        )
+    };
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(Error::Engine {
+            what: what(),
+            source: std::io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| Error::Engine {
+        what: what(),
+        source: e.into(),
+    })
+}
+
+struct Sampler<'a, 'm> {
+    meter: &'m mut Meter,
+    ring: Producer<u64>,
+    pacer: Pacer<'a>,
+    adaptive: Option<Adaptive>,
+    control: &'a Control<'a>,
+    writer: Thread,
+    end_ns: Option<u64>,
+    freq: Hertz,
+    /// A record the full ring refused, to be merged into the next.
+    pending: Option<Record>,
+    /// Ring slots (words) below which the writer is woken: half the ring.
+    half: usize,
+    /// Words per record.
+    words: usize,
+    /// How often the writer is woken to write and flush.
+    flush_ns: u64,
+    /// When it was last woken.
+    last_writer_wake: u64,
+    counts: SamplerCounts,
+}
+
+impl Sampler<'_, '_> {
+    /// The hot loop. Returns the read error that ended it, if one did.
+    fn run(&mut self) -> Option<Error> {
+        let mut prev_t = self.counts.first_ns;
+        loop {
+            let wake = self.pacer.wait();
+            let stopping = self.control.stopping();
+            // A stop wakes the timer early: that wake-up is neither late nor a miss.
+            let missed = if stopping { 0 } else { wake.missed };
+            if !stopping {
+                self.counts.missed += missed;
+                self.counts.lateness.record(wake.late_ns);
+            }
+            let (t, deltas) = match self.meter.sample() {
+                Ok(x) => x,
+                Err(e) => return Some(e),
+            };
+            let head = header(t, t - prev_t, missed, 0, self.freq.hz());
+            push(
+                &mut self.ring,
+                &mut self.pending,
+                &mut self.counts,
+                self.words,
+                head,
+                deltas,
+            );
+            // The writer sleeps until woken: when a flush is due, or early when the
+            // ring is half full. Waking it from here, right after a tick, adds no
+            // timer of its own to the machine's wake-ups.
+            if t - self.last_writer_wake >= self.flush_ns || self.ring.slots() < self.half {
+                self.writer.unpark();
+                self.last_writer_wake = t;
+            }
+            (prev_t, self.counts.last_ns) = (t, t);
+            self.counts.samples += 1;
+            if stopping
+                || self.end_ns.is_some_and(|end| t >= end)
+                || self.control.externally_stopped()
+            {
+                return None;
+            }
+            if let Some(f) = self.adaptive.as_mut().and_then(|a| a.tick(t)) {
+                self.set_rate(f);
+            }
+        }
+    }
+
+    fn set_rate(&mut self, f: Hertz) {
+        // A failed re-arm keeps the old rate, which still samples correctly.
+        if self.pacer.set_rate(f).is_ok() {
+            self.freq = f;
+            self.counts.rate_changes += 1;
+        }
+        // Re-arming discards a wake-up a stop may have just sent: send it again.
+        if self.control.stopping() {
+            self.control.stop();
+        }
+    }
+
+    /// At the end, waits for room for a refused record: it holds energy. Gives up
+    /// only when the writer is gone (it failed; its error says why).
+    fn deliver_pending(&mut self) {
+        while let Some(rec) = self.pending.take() {
+            if write_words(&mut self.ring, self.words, rec.header(), rec.deltas()) {
+                continue;
+            }
+            if self.ring.is_abandoned() {
+                return;
+            }
+            self.pending = Some(rec);
+            self.writer.unpark();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Pushes one sample (`head` and `deltas`), with any refused record folded in; on a
+/// full ring keeps it for the next tick and counts the overflow. No allocation:
+/// the common case copies `words` words straight into the ring.
+#[inline]
+fn push(
+    ring: &mut Producer<u64>,
+    pending: &mut Option<Record>,
+    counts: &mut SamplerCounts,
+    words: usize,
+    head: [u64; HEADER_WORDS],
+    deltas: &[u64],
+) {
+    let rec = match pending.take() {
+        None => {
+            if write_words(ring, words, head, deltas) {
+                return;
+            }
+            Record::from_parts(head, deltas)
+        }
+        Some(earlier) => {
+            let mut rec = Record::from_parts(head, deltas);
+            rec.absorb(&earlier);
+            if write_words(ring, words, rec.header(), rec.deltas()) {
+                return;
+            }
+            rec
+        }
+    };
+    *pending = Some(rec);
+    counts.ring_full += 1;
+}
+
+/// Writes one record as `words` words; false when the ring has no room for it.
+#[inline]
+fn write_words(
+    ring: &mut Producer<u64>,
+    words: usize,
+    head: [u64; HEADER_WORDS],
+    deltas: &[u64],
+) -> bool {
+    match ring.write_chunk_uninit(words) {
+        Ok(chunk) => {
+            chunk.fill_from_iter(head.into_iter().chain(deltas.iter().copied()));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merged_record_covers_both_intervals_and_counts_the_merge() {
+        let f = Hertz::new(1000.0).unwrap();
+        let a = Record::new(1_000, 1_000, 2, f, &[5, 7]);
+        let mut b = Record::new(2_000, 1_000, 1, f, &[1, 1]);
+        b.absorb(&a);
+        assert_eq!(b.deltas(), &[6, 8]);
+        assert_eq!((b.interval_ns, b.missed, b.merged), (2_000, 3, 1));
+        let mut c = Record::new(3_000, 1_000, 0, f, &[0, 0]);
+        c.absorb(&b);
+        assert_eq!((c.deltas(), c.merged), (&[6u64, 8][..], 2));
+    }
+
+    #[test]
+    fn a_record_round_trips_through_its_ring_words() {
+        let f = Hertz::new(177.5).unwrap();
+        let mut r = Record::new(123, 45, 6, f, &[7, u64::MAX]);
+        r.merged = 8;
+        let words: Vec<u64> = r
+            .header()
+            .into_iter()
+            .chain(r.deltas().iter().copied())
+            .collect();
+        assert_eq!(words.len(), HEADER_WORDS + 2);
+        let back = Record::from_words(&words);
+        assert_eq!(
+            (
+                back.t_ns,
+                back.interval_ns,
+                back.missed,
+                back.merged,
+                back.freq_hz
+            ),
+            (123, 45, 6, 8, 177.5)
+        );
+        assert_eq!(back.deltas(), &[7, u64::MAX]);
+        // A miss count beyond 32 bits saturates rather than spilling into `merged`.
+        let h = header(0, 0, u64::MAX, 3, 1.0);
+        assert_eq!((h[2] >> 32, h[2] as u32), (u32::MAX as u64, 3));
+    }
+
+    #[test]
+    fn the_sampler_goes_where_most_counters_are_read() {
+        // Not tied to a CPU (sysfs): only --cpu pins.
+        assert_eq!(placement(&[], None), (None, vec![]));
+        assert_eq!(placement(&[], Some(3)), (Some(3), vec![]));
+        // One CPU: there, silently.
+        assert_eq!(placement(&[2, 2, 2], None), (Some(2), vec![]));
+        // Two sockets: where most reads are, the lowest on a tie, and a note.
+        let (cpu, notes) = placement(&[0, 0, 16, 16, 16], None);
+        assert_eq!(cpu, Some(16));
+        assert!(notes[0].starts_with("2 of the 5 counter reads per sample are on CPU(s) 0 "));
+        let (cpu, notes) = placement(&[16, 0], None);
+        assert_eq!((cpu, notes.len()), (Some(0), 1));
+        // --cpu elsewhere stands, and the note says where the reads are local.
+        let (cpu, notes) = placement(&[1], Some(0));
+        assert_eq!(cpu, Some(0));
+        assert!(notes[0].contains("--cpu 1"), "{notes:?}");
+    }
+
+    #[test]
+    fn freq_accepts_auto_or_hertz() {
+        assert_eq!("auto".parse::<FreqArg>().unwrap(), FreqArg::Auto);
+        assert_eq!(
+            "1kHz".parse::<FreqArg>().unwrap(),
+            FreqArg::Fixed(Hertz::new(1000.0).unwrap())
+        );
+        assert!("fast".parse::<FreqArg>().is_err());
+        assert_eq!(Rate::auto().to_string(), "auto (5-1000)");
+    }
+}

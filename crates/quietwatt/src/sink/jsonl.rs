@@ -1,0 +1,104 @@
+//! JSON Lines: the metadata as the first line (`{"metadata": {...}}`), then one
+//! object per sample and domain with the same fields as the CSV columns.
+//!
+//! pandas: `pd.read_json(f, lines=True).iloc[1:]`, or read line by line and skip the
+//! line that has a `metadata` key.
+
+use super::{Metadata, Sample, Sink, BATCH_BYTES};
+use crate::source::Channel;
+use std::io::{self, Write};
+
+/// Writes JSON Lines to `W` in whole batches.
+pub struct JsonlSink<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    labels: Vec<(u32, &'static str)>,
+}
+
+impl<W: Write> JsonlSink<W> {
+    /// A JSON Lines sink writing to `out`.
+    pub fn new(out: W) -> Self {
+        JsonlSink {
+            out,
+            buf: Vec::with_capacity(BATCH_BYTES + 4096),
+            labels: Vec::new(),
+        }
+    }
+
+    fn commit(&mut self) -> io::Result<()> {
+        let r = self.out.write_all(&self.buf);
+        self.buf.clear();
+        r
+    }
+}
+
+/// The metadata line's object.
+pub fn metadata_json(meta: &Metadata, channels: &[Channel]) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in &meta.fields {
+        m.insert(k.clone(), v.clone().into());
+    }
+    // Structured as well as in words: a reader converts timestamps without parsing text.
+    m.insert(
+        "wall_clock_anchor".into(),
+        serde_json::json!({
+            "unix_ns": meta.anchor.unix_ns as u64,
+            "monotonic_ns": meta.anchor.monotonic_ns,
+        }),
+    );
+    m.insert(
+        "channels".into(),
+        channels
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "socket": c.id.socket.0,
+                    "die": c.id.die,
+                    "domain": c.id.domain.name(),
+                    "unit_j": c.unit.joules_per_step(),
+                    "range_j": c.wrap.range(c.unit).0,
+                    "origin": c.origin,
+                })
+            })
+            .collect(),
+    );
+    serde_json::json!({ "metadata": m })
+}
+
+impl<W: Write + Send> Sink for JsonlSink<W> {
+    fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
+        serde_json::to_writer(&mut self.buf, &metadata_json(meta, channels))?;
+        self.buf.push(b'\n');
+        self.labels = channels
+            .iter()
+            .map(|c| (c.id.socket.0, c.id.domain.name()))
+            .collect();
+        self.flush()
+    }
+
+    fn sample(&mut self, s: &Sample<'_>) -> io::Result<()> {
+        // Written by hand: the fields are numbers and fixed ASCII names, so this is
+        // valid JSON without a serializer per row.
+        for (&(socket, domain), &e) in self.labels.iter().zip(s.energy) {
+            writeln!(
+                self.buf,
+                "{{\"timestamp_ns\":{},\"socket\":{socket},\"domain\":\"{domain}\",\"energy_j\":{:.9},\"power_w\":{:.6},\"missed\":{},\"merged\":{},\"freq_hz\":{}}}",
+                s.t_ns,
+                e.0,
+                s.power(e),
+                s.missed,
+                s.merged,
+                s.freq_hz
+            )?;
+        }
+        if self.buf.len() >= BATCH_BYTES {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.commit()?;
+        self.out.flush()
+    }
+}

@@ -1,0 +1,224 @@
+//! Where samples go: one trait, one module per format.
+//!
+//! A sink sees the run's [`Metadata`] and channels once ([`Sink::begin`]), then one
+//! [`Sample`] at a time in order, in joules, on the writer thread (never on the
+//! sampler's hot path), then [`Sink::flush`] at least once a second and
+//! [`Sink::finish`] at the end. A columnar format (Parquet) fits the same shape:
+//! `begin` builds the schema, `sample` appends to column builders, `flush` closes a
+//! row group, `finish` writes the footer.
+
+pub mod csv;
+pub mod file;
+pub mod jsonl;
+
+pub use self::csv::CsvSink;
+pub use self::file::OutputFile;
+pub use self::jsonl::JsonlSink;
+
+use crate::cpuinfo::CpuInfo;
+use crate::meter::monotonic_ns;
+use crate::root::SysRoot;
+use crate::sampler::Rate;
+use crate::source::Channel;
+use crate::units::Joules;
+use std::fmt;
+use std::io::{self, Write};
+use std::str::FromStr;
+
+/// The clock of the timestamps and one reading of the wall clock against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockAnchor {
+    /// Nanoseconds since the Unix epoch (CLOCK_REALTIME)...
+    pub unix_ns: u128,
+    /// ...read at the same moment as this CLOCK_MONOTONIC value.
+    pub monotonic_ns: u64,
+}
+
+impl ClockAnchor {
+    /// Reads both clocks now (back to back, within a microsecond).
+    pub fn now() -> ClockAnchor {
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        ClockAnchor {
+            unix_ns,
+            monotonic_ns: monotonic_ns(),
+        }
+    }
+}
+
+/// What a recording is, written before the samples.
+#[derive(Debug, Clone)]
+pub struct Metadata {
+    /// `key: value` pairs (tool, host, CPU model, mechanism, rate, clock, units, ...),
+    /// in order.
+    pub fields: Vec<(String, String)>,
+    /// The wall-clock anchor of the monotonic timestamps.
+    pub anchor: ClockAnchor,
+}
+
+/// What the columns of every format mean.
+pub const COLUMNS: &str = "timestamp_ns: CLOCK_MONOTONIC ns of the read; energy_j: joules since the previous row of that domain \
+(a row after a gap covers the gap); power_w: energy_j over that interval; missed: sampling deadlines that passed without a read \
+just before this row; merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force";
+
+impl Metadata {
+    /// The fields every recording carries: tool version, host, kernel, CPU model (from
+    /// `/proc/cpuinfo` under `root`), mechanism, rate, clock and wall-clock anchor, units.
+    pub fn new(mechanism: &str, rate: &Rate, root: &SysRoot) -> Metadata {
+        let anchor = ClockAnchor::now();
+        let uname = rustix::system::uname();
+        let cpu = CpuInfo::read(root)
+            .map(|c| c.to_string())
+            .unwrap_or_else(|e| format!("unknown ({e})"));
+        let fields = vec![
+            (
+                "tool".into(),
+                format!("quietwatt {}", env!("CARGO_PKG_VERSION")),
+            ),
+            (
+                "host".into(),
+                uname.nodename().to_string_lossy().into_owned(),
+            ),
+            (
+                "kernel".into(),
+                uname.release().to_string_lossy().into_owned(),
+            ),
+            ("cpu_model".into(), cpu),
+            ("mechanism".into(), mechanism.into()),
+            ("freq_hz".into(), rate.to_string()),
+            (
+                "clock".into(),
+                "timestamp_ns is CLOCK_MONOTONIC nanoseconds".into(),
+            ),
+            (
+                "wall_clock_anchor".into(),
+                format!(
+                    "unix_ns {} = monotonic_ns {}",
+                    anchor.unix_ns, anchor.monotonic_ns
+                ),
+            ),
+            ("units".into(), COLUMNS.into()),
+        ];
+        Metadata { fields, anchor }
+    }
+
+    /// Adds a field.
+    pub fn push(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.fields.push((key.into(), value.into()));
+    }
+}
+
+/// One sample as a sink receives it, converted to joules.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample<'a> {
+    /// CLOCK_MONOTONIC nanoseconds of the read.
+    pub t_ns: u64,
+    /// Nanoseconds since the previous sample's read (gaps included).
+    pub interval_ns: u64,
+    /// Deadlines missed just before this sample.
+    pub missed: u32,
+    /// Reads merged into this sample because the ring was full.
+    pub merged: u32,
+    /// The sampling rate in force.
+    pub freq_hz: f64,
+    /// Energy per channel since the previous sample, in channel order.
+    pub energy: &'a [Joules],
+}
+
+impl Sample<'_> {
+    /// Mean power of channel energy `e` over this sample's interval (0 for an empty one).
+    pub fn power(&self, e: Joules) -> f64 {
+        if self.interval_ns > 0 {
+            e.0 / (self.interval_ns as f64 / 1e9)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Where samples go.
+pub trait Sink: Send {
+    /// Called once before the first sample; writes the header through to the output
+    /// so that an unwritable output fails before anything is measured.
+    fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()>;
+    /// One sample, in order.
+    fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()>;
+    /// Hands everything so far to the output (the file, not necessarily the disk).
+    fn flush(&mut self) -> io::Result<()>;
+    /// The end: flushes and completes the output.
+    fn finish(&mut self) -> io::Result<()> {
+        self.flush()
+    }
+}
+
+/// Discards samples: for measurements whose result is only the summary.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullSink;
+
+impl Sink for NullSink {
+    fn begin(&mut self, _: &Metadata, _: &[Channel]) -> io::Result<()> {
+        Ok(())
+    }
+    fn sample(&mut self, _: &Sample<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Comma-separated values, metadata as leading `#` lines.
+    #[default]
+    Csv,
+    /// JSON Lines, metadata as the first line.
+    Jsonl,
+}
+
+impl Format {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Jsonl => "jsonl",
+        }
+    }
+
+    /// A sink of this format writing to `out`.
+    pub fn sink<W: Write + Send + 'static>(self, out: W) -> Box<dyn Sink> {
+        match self {
+            Format::Csv => Box::new(CsvSink::new(out)),
+            Format::Jsonl => Box::new(JsonlSink::new(out)),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a format.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown format '{0}': expected csv or jsonl")]
+pub struct UnknownFormat(pub String);
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "csv" => Ok(Format::Csv),
+            "jsonl" | "ndjson" => Ok(Format::Jsonl),
+            _ => Err(UnknownFormat(s.to_string())),
+        }
+    }
+}
+
+/// Text sinks accumulate rows and hand the output whole batches of this size: few
+/// `write` calls, and a failed write never splits a row (see [`OutputFile`]).
+pub(crate) const BATCH_BYTES: usize = 64 * 1024;

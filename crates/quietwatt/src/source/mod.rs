@@ -1,0 +1,248 @@
+//! The mechanisms that read RAPL counters, behind one trait.
+//!
+//! Each mechanism discovers its domains from the system under a [`SysRoot`] (never a
+//! hard-coded list) and reads raw counter values into a caller-provided buffer, so
+//! the sampling loop allocates nothing.
+
+pub mod msr;
+pub mod perf;
+pub mod powercap;
+
+use crate::counter::Wrap;
+use crate::domain::{Domain, DomainId};
+use crate::error::{Error, Result};
+use crate::root::SysRoot;
+use crate::units::EnergyUnit;
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// A way of reading RAPL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// powercap sysfs: `/sys/class/powercap/intel-rapl:*/energy_uj`.
+    Powercap,
+    /// perf_event_open on the `power` PMU, read from user space.
+    Perf,
+    /// `/dev/cpu/N/msr` register reads.
+    Msr,
+    /// A BPF program reading the perf events in the kernel.
+    Ebpf,
+    /// A perf sampling group drained from its mmap ring.
+    PerfRing,
+}
+
+impl Mechanism {
+    /// Every mechanism, in order of preference when the user names none
+    /// (paper 002: perf_event is the fastest and safest reader).
+    pub const ALL: [Mechanism; 5] = [
+        Mechanism::Perf,
+        Mechanism::Powercap,
+        Mechanism::Msr,
+        Mechanism::Ebpf,
+        Mechanism::PerfRing,
+    ];
+
+    /// The name used on the command line and in every output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Powercap => "powercap",
+            Mechanism::Perf => "perf",
+            Mechanism::Msr => "msr",
+            Mechanism::Ebpf => "ebpf",
+            Mechanism::PerfRing => "perf-ring",
+        }
+    }
+}
+
+impl fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a mechanism.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown mechanism '{0}': expected one of powercap, perf, msr, ebpf, perf-ring")]
+pub struct UnknownMechanism(pub String);
+
+impl FromStr for Mechanism {
+    type Err = UnknownMechanism;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Mechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| UnknownMechanism(s.to_string()))
+    }
+}
+
+/// One counter a source reads: what it measures, how to convert it, where it wraps.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Channel {
+    /// The domain and socket.
+    pub id: DomainId,
+    /// Energy of one raw step.
+    pub unit: EnergyUnit,
+    /// Where the raw value wraps.
+    pub wrap: Wrap,
+    /// What is read (file, device and register), for errors and listings.
+    pub origin: PathBuf,
+}
+
+/// A mechanism opened on a set of channels, ready to be read again and again.
+pub trait Source: Send {
+    /// Which mechanism this is.
+    fn mechanism(&self) -> Mechanism;
+
+    /// The channels, in the order [`Source::read`] fills its buffer.
+    fn channels(&self) -> &[Channel];
+
+    /// Reads every channel's raw value into `out` (`out.len() == channels().len()`).
+    /// Called on the hot path: no allocation.
+    fn read(&mut self, out: &mut [u64]) -> Result<()>;
+
+    /// Things found while opening that are not errors (duplicate zones, absent
+    /// registers, unit quirks applied), for listings.
+    fn notes(&self) -> &[String] {
+        &[]
+    }
+
+    /// The CPU of each counter [`Source::read`] reads, one entry per read (a CPU
+    /// read twice appears twice); empty when no read is tied to a CPU (sysfs files,
+    /// emulated devices). A perf event or an MSR of another CPU is read through an
+    /// inter-processor interrupt, 80 times the cost of a local read on the
+    /// project's VM, so the sampler runs where these are
+    /// ([`crate::sampler::placement`]).
+    fn read_cpus(&self) -> Vec<u32> {
+        Vec::new()
+    }
+}
+
+/// Which domains to measure: all of them, or those named.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection(Option<Vec<Domain>>);
+
+impl Selection {
+    /// Every domain the machine exposes.
+    pub fn all() -> Self {
+        Selection(None)
+    }
+
+    /// Only these domains (on every socket).
+    pub fn only(domains: Vec<Domain>) -> Self {
+        Selection(Some(domains))
+    }
+
+    /// Keeps the channels this selection names; an asked domain that the machine does
+    /// not expose is an error listing what it does expose.
+    pub fn apply<T>(&self, items: Vec<T>, id: impl Fn(&T) -> DomainId) -> Result<Vec<T>> {
+        let Some(wanted) = &self.0 else {
+            return Ok(items);
+        };
+        for w in wanted {
+            if !items.iter().any(|i| id(i).domain == *w) {
+                let mut avail: Vec<&str> = items.iter().map(|i| id(i).domain.name()).collect();
+                avail.sort();
+                avail.dedup();
+                return Err(Error::UnknownDomain {
+                    asked: w.name().to_string(),
+                    available: avail.join(", "),
+                });
+            }
+        }
+        Ok(items
+            .into_iter()
+            .filter(|i| wanted.contains(&id(i).domain))
+            .collect())
+    }
+}
+
+/// What a mechanism can do on this machine.
+#[derive(Debug)]
+pub struct Probe {
+    /// The mechanism.
+    pub mechanism: Mechanism,
+    /// Its channels, or why it cannot be used.
+    pub result: Result<Vec<Channel>>,
+    /// Things worth knowing that are not errors (duplicate zones left out, ...).
+    pub notes: Vec<String>,
+}
+
+/// Tries every mechanism under `root` and reports what each can read.
+pub fn probe_all(root: &SysRoot) -> Vec<Probe> {
+    Mechanism::ALL.into_iter().map(|m| probe(root, m)).collect()
+}
+
+/// Tries one mechanism: discovers its domains and reads each once.
+pub fn probe(root: &SysRoot, mechanism: Mechanism) -> Probe {
+    if matches!(mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
+        // Loads, attaches and reads once, without sampling.
+        let (result, notes) = crate::inkernel::probe(root, mechanism);
+        return Probe {
+            mechanism,
+            result,
+            notes,
+        };
+    }
+    let (result, notes) = match open_one(root, mechanism, &Selection::all()) {
+        Ok(mut s) => {
+            let mut buf = vec![0u64; s.channels().len()];
+            let r = s.read(&mut buf).map(|()| s.channels().to_vec());
+            (r, s.notes().to_vec())
+        }
+        Err(e) => (Err(e), Vec::new()),
+    };
+    Probe {
+        mechanism,
+        result,
+        notes,
+    }
+}
+
+/// Opens `mechanism` (or the best working one when `None`) on the selected domains.
+pub fn open(
+    root: &SysRoot,
+    mechanism: Option<Mechanism>,
+    selection: &Selection,
+) -> Result<Box<dyn Source>> {
+    match mechanism {
+        Some(m) => open_one(root, m, selection),
+        None => {
+            let mut first_err = None;
+            for m in Mechanism::ALL {
+                match open_one(root, m, selection) {
+                    Ok(s) => return Ok(s),
+                    // A domain that exists nowhere is the user's error, not the mechanism's.
+                    Err(e @ Error::UnknownDomain { .. }) => return Err(e),
+                    Err(e) => {
+                        if first_err.is_none() && !matches!(e, Error::MechanismUnavailable { .. }) {
+                            first_err = Some(e);
+                        }
+                    }
+                }
+            }
+            Err(first_err.unwrap_or_else(|| Error::NoDomains {
+                mechanism: "any mechanism",
+                root: root.dir().to_path_buf(),
+                why: "no mechanism could open a RAPL counter".into(),
+            }))
+        }
+    }
+}
+
+fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<dyn Source>> {
+    match m {
+        Mechanism::Powercap => Ok(Box::new(powercap::Powercap::open(root, selection)?)),
+        Mechanism::Perf => Ok(Box::new(perf::PerfEvents::open(root, selection)?)),
+        Mechanism::Msr => Ok(Box::new(msr::Msr::open(root, selection)?)),
+        // They sample in the kernel: no user-space read per tick to drive.
+        other @ (Mechanism::Ebpf | Mechanism::PerfRing) => Err(Error::MechanismUnavailable {
+            mechanism: other.name(),
+            why: "it samples in the kernel and is drained in batches: open it with \
+                  quietwatt::inkernel::open and run it with inkernel::record or inkernel::measure"
+                .into(),
+        }),
+    }
+}

@@ -1,0 +1,375 @@
+//! The Chrome JSON trace format ("Trace Event Format", the JSON Object Format:
+//! `{"traceEvents": [...], "displayTimeUnit": ..., "otherData": {...}}`), which
+//! Perfetto UI and `chrome://tracing` open.
+//!
+//! Tracks:
+//! - process 1 `energy`: one counter track (`"ph":"C"`) per domain, `power
+//!   <socket>/<domain>` with series `W`;
+//! - process 2 `events`: one counter track per CPU and event, events per second,
+//!   and one per CPU `cpuidle residency cpuN` whose series are the states (percent
+//!   of the window spent in each, from cpuidle `time`);
+//! - process 3 `cpus`: one thread per CPU with a complete slice (`"ph":"X"`) per
+//!   idle period and an instant event (`"ph":"i"`, thread scope) per traced fault,
+//!   when the events file holds events recorded one by one (`trace:` rows).
+//!
+//! Timestamps are CLOCK_MONOTONIC in microseconds (fractional: nanoseconds kept).
+//! A counter value holds from its timestamp to the next, so a row that covers
+//! `(previous read, this read]` is placed at the previous read.
+
+use super::{EnergyFile, EventsFile, TRACED};
+use crate::events::Event;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// Process ids of the three groups of tracks.
+pub const PID_ENERGY: u32 = 1;
+/// Events counters.
+pub const PID_EVENTS: u32 = 2;
+/// Per-CPU slices and instants.
+pub const PID_CPUS: u32 = 3;
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+fn meta(pid: u32, tid: Option<u32>, what: &str, name: &str) -> Value {
+    let mut v = json!({
+        "name": what, "ph": "M", "pid": pid, "tid": tid.unwrap_or(0), "ts": 0,
+        "args": {"name": name},
+    });
+    if what == "process_sort_index" || what == "thread_sort_index" {
+        v["args"] = json!({"sort_index": name.parse::<i64>().unwrap_or(0)});
+    }
+    v
+}
+
+fn counter(pid: u32, name: &str, ts_ns: u64, args: Value) -> Value {
+    json!({"name": name, "cat": "quietwatt", "ph": "C", "ts": us(ts_ns), "pid": pid, "tid": 0, "args": args})
+}
+
+/// Converts an energy recording (and its events, if any) into a Chrome JSON trace.
+pub fn convert(energy: &EnergyFile, events: Option<&EventsFile>) -> Value {
+    let mut out: Vec<Value> = vec![
+        meta(PID_ENERGY, None, "process_name", "energy (RAPL)"),
+        meta(PID_ENERGY, None, "process_sort_index", "1"),
+    ];
+    // Energy: a row's power covers (previous row of the domain, this row].
+    let mut prev: BTreeMap<(u32, &str), u64> = BTreeMap::new();
+    for r in &energy.rows {
+        let key = (r.socket, r.domain.as_str());
+        if let Some(&p) = prev.get(&key) {
+            out.push(counter(
+                PID_ENERGY,
+                &format!("power {}/{}", r.socket, r.domain),
+                p,
+                json!({"W": r.power_w}),
+            ));
+        }
+        prev.insert(key, r.t_ns);
+    }
+    // The last value holds until the end: close each track with its last value.
+    for r in energy.rows.iter().rev() {
+        let key = (r.socket, r.domain.as_str());
+        if prev.remove(&key).is_some() {
+            out.push(counter(
+                PID_ENERGY,
+                &format!("power {}/{}", r.socket, r.domain),
+                r.t_ns,
+                json!({"W": r.power_w}),
+            ));
+        }
+    }
+    if let Some(ev) = events {
+        out.extend(event_tracks(ev));
+    }
+    // Metadata first, then by time: viewers do not need it, people reading the file do.
+    out.sort_by(|a, b| {
+        let key = |v: &Value| (v["ph"] != "M", v["ts"].as_f64().unwrap_or(0.0));
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+    });
+    let mut other = Map::new();
+    for (k, v) in &energy.meta {
+        other.insert(k.clone(), Value::from(v.as_str()));
+    }
+    other.insert(
+        "converted_by".into(),
+        format!("quietwatt {} trace", env!("CARGO_PKG_VERSION")).into(),
+    );
+    other.insert(
+        "timestamps".into(),
+        "CLOCK_MONOTONIC microseconds (fractional)".into(),
+    );
+    json!({"traceEvents": out, "displayTimeUnit": "ns", "otherData": other})
+}
+
+fn event_tracks(ev: &EventsFile) -> Vec<Value> {
+    let names = ev.state_names();
+    let mut out = vec![
+        meta(PID_EVENTS, None, "process_name", "OS events (counted)"),
+        meta(PID_EVENTS, None, "process_sort_index", "2"),
+    ];
+    // Counted rows: one read = one timestamp for every counter; a row covers
+    // (previous read, this read].
+    let mut reads: Vec<u64> = ev
+        .rows
+        .iter()
+        .filter(|r| !r.event.starts_with(TRACED))
+        .map(|r| r.t_ns)
+        .collect();
+    reads.sort_unstable();
+    reads.dedup();
+    let previous = |t: u64| -> Option<u64> {
+        let k = reads.partition_point(|&x| x < t);
+        (k >= 1).then(|| reads[k - 1])
+    };
+    // Residency per CPU: all states of one read in one counter event.
+    let mut residency: BTreeMap<(u32, u64), Map<String, Value>> = BTreeMap::new();
+    for r in ev.rows.iter().filter(|r| !r.event.starts_with(TRACED)) {
+        let Some(p) = previous(r.t_ns) else { continue };
+        let secs = (r.t_ns - p) as f64 / 1e9;
+        if secs <= 0.0 {
+            continue;
+        }
+        match Event::parse(&r.event) {
+            Some(Event::CpuidleTimeUs(s)) => {
+                let name = names
+                    .get(&(r.cpu, s))
+                    .cloned()
+                    .unwrap_or_else(|| format!("state{s}"));
+                residency
+                    .entry((r.cpu, p))
+                    .or_default()
+                    .insert(format!("{s} {name} %"), json!(r.count as f64 / 1e4 / secs));
+            }
+            Some(Event::BpfIdleNs(_)) => {}
+            _ => out.push(counter(
+                PID_EVENTS,
+                &format!("cpu{} {} /s", r.cpu, r.event),
+                p,
+                json!({"per_s": r.count as f64 / secs}),
+            )),
+        }
+    }
+    for ((cpu, t), series) in residency {
+        out.push(counter(
+            PID_EVENTS,
+            &format!("cpuidle residency cpu{cpu}"),
+            t,
+            Value::Object(series),
+        ));
+    }
+    // Traced rows: slices per idle period, instants per fault.
+    let traced: Vec<_> = ev
+        .rows
+        .iter()
+        .filter(|r| r.event.starts_with(TRACED))
+        .collect();
+    if !traced.is_empty() {
+        out.push(meta(PID_CPUS, None, "process_name", "CPUs (traced)"));
+        out.push(meta(PID_CPUS, None, "process_sort_index", "3"));
+        let mut cpus: Vec<u32> = traced.iter().map(|r| r.cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        for c in &cpus {
+            out.push(meta(PID_CPUS, Some(*c), "thread_name", &format!("cpu{c}")));
+        }
+        let mut open: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+        let mut sorted = traced;
+        sorted.sort_by_key(|r| r.t_ns);
+        for r in sorted {
+            let name = &r.event[TRACED.len()..];
+            match Event::parse(name) {
+                Some(Event::IdleEnter(s)) => {
+                    open.insert(r.cpu, (r.t_ns, s));
+                }
+                Some(Event::IdleExit) => {
+                    if let Some((t0, s)) = open.remove(&r.cpu) {
+                        let state = names
+                            .get(&(r.cpu, s))
+                            .cloned()
+                            .unwrap_or_else(|| format!("state{s}"));
+                        out.push(json!({
+                            "name": format!("C{s} {state}"), "cat": "cstate", "ph": "X",
+                            "ts": us(t0), "dur": us(r.t_ns - t0),
+                            "pid": PID_CPUS, "tid": r.cpu, "args": {"state": s},
+                        }));
+                    }
+                }
+                _ => out.push(json!({
+                    "name": name, "cat": "event", "ph": "i", "s": "t",
+                    "ts": us(r.t_ns), "pid": PID_CPUS, "tid": r.cpu, "args": {},
+                })),
+            }
+        }
+    }
+    out
+}
+
+/// Checks `trace` against the format's rules for the phases quietwatt writes; returns
+/// every violation (empty: valid). Used by the tests and by `quietwatt trace
+/// --check`.
+pub fn validate(trace: &Value) -> Vec<String> {
+    let mut errs = Vec::new();
+    let Some(events) = trace.get("traceEvents").and_then(Value::as_array) else {
+        return vec!["no traceEvents array".into()];
+    };
+    if let Some(u) = trace.get("displayTimeUnit") {
+        if u != "ms" && u != "ns" {
+            errs.push(format!("displayTimeUnit {u} is neither \"ms\" nor \"ns\""));
+        }
+    }
+    let mut last: BTreeMap<(u64, u64, String), f64> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let mut err = |w: String| errs.push(format!("event {i}: {w}: {e}"));
+        let Some(ph) = e.get("ph").and_then(Value::as_str) else {
+            err("no ph".into());
+            continue;
+        };
+        if e.get("name").and_then(Value::as_str).is_none() {
+            err("no name string".into());
+        }
+        let pid = e.get("pid").and_then(Value::as_u64);
+        let tid = e.get("tid").and_then(Value::as_u64);
+        if pid.is_none() || tid.is_none() {
+            err("pid and tid must be integers".into());
+        }
+        let ts = e.get("ts").and_then(Value::as_f64);
+        match ts {
+            Some(t) if t >= 0.0 && t.is_finite() => {}
+            _ => err("ts must be a non-negative number of microseconds".into()),
+        }
+        match ph {
+            "M" => {
+                if e.pointer("/args/name").is_none() && e.pointer("/args/sort_index").is_none() {
+                    err("metadata without args.name or args.sort_index".into());
+                }
+                continue;
+            }
+            "C" => match e.get("args").and_then(Value::as_object) {
+                Some(a) if !a.is_empty() && a.values().all(Value::is_number) => {}
+                _ => err("a counter needs args with numeric values only".into()),
+            },
+            "X" => match e.get("dur").and_then(Value::as_f64) {
+                Some(d) if d >= 0.0 => {}
+                _ => err("a complete event needs dur >= 0".into()),
+            },
+            "i" | "I" => match e.get("s").and_then(Value::as_str) {
+                None | Some("g") | Some("p") | Some("t") => {}
+                Some(s) => err(format!("instant scope {s:?} is not g, p or t")),
+            },
+            "B" | "E" => {}
+            other => err(format!("phase {other:?} is not one quietwatt writes")),
+        }
+        // Within one track, time never goes back.
+        let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+        let track = if ph == "C" {
+            name.to_string()
+        } else {
+            String::new()
+        };
+        let key = (pid.unwrap_or(0), tid.unwrap_or(0), track);
+        let t = ts.unwrap_or(0.0);
+        if let Some(&p) = last.get(&key) {
+            if t < p {
+                errs.push(format!(
+                    "event {i}: ts {t} goes back from {p} on track {key:?}"
+                ));
+            }
+        }
+        last.insert(key, t);
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{EnergyRow, EventRow};
+
+    fn files() -> (EnergyFile, EventsFile) {
+        let mut e = EnergyFile::default();
+        let mut v = EventsFile::default();
+        v.meta.push((
+            "cpuidle".into(),
+            "cpu0 state1 name=\"haltpoll idle\" latency_us=1 residency_us=1".into(),
+        ));
+        for k in 0..5u64 {
+            let t = 1_000_000_000 + k * 10_000_000;
+            for d in ["package", "dram"] {
+                e.rows.push(EnergyRow {
+                    t_ns: t,
+                    socket: 0,
+                    domain: d.into(),
+                    energy_j: 0.1,
+                    power_w: 10.0 + k as f64,
+                });
+            }
+            for (ev, n) in [("page_faults_min", 3), ("cpuidle_time_us.state1", 5000)] {
+                v.rows.push(EventRow {
+                    t_ns: t,
+                    cpu: 0,
+                    event: ev.into(),
+                    count: n,
+                });
+            }
+        }
+        for (t, ev) in [
+            (1_001_000_000, "trace:cpu_idle_enter.state1"),
+            (1_002_000_000, "trace:page_fault"),
+            (1_003_500_000, "trace:cpu_idle_exit"),
+        ] {
+            v.rows.push(EventRow {
+                t_ns: t,
+                cpu: 0,
+                event: ev.into(),
+                count: 1,
+            });
+        }
+        (e, v)
+    }
+
+    #[test]
+    fn tracks_slices_and_instants_are_valid() {
+        let (e, v) = files();
+        let t = convert(&e, Some(&v));
+        assert_eq!(validate(&t), Vec::<String>::new());
+        let evs = t["traceEvents"].as_array().unwrap();
+        let named = |n: &str| evs.iter().filter(|x| x["name"] == n).count();
+        // 5 rows per domain: 4 interval values + the closing one.
+        assert_eq!(named("power 0/package"), 5);
+        assert_eq!(named("cpu0 page_faults_min /s"), 4);
+        assert_eq!(named("cpuidle residency cpu0"), 4);
+        let slice = evs.iter().find(|x| x["ph"] == "X").unwrap();
+        assert_eq!(slice["name"], "C1 haltpoll idle");
+        assert!((slice["dur"].as_f64().unwrap() - 2500.0).abs() < 1e-9);
+        let res = evs
+            .iter()
+            .find(|x| x["name"] == "cpuidle residency cpu0")
+            .unwrap();
+        // 5000 µs in a 10 ms window = 50 %.
+        assert!((res["args"]["1 haltpoll idle %"].as_f64().unwrap() - 50.0).abs() < 1e-9);
+        assert!(evs
+            .iter()
+            .any(|x| x["ph"] == "i" && x["name"] == "page_fault"));
+    }
+
+    #[test]
+    fn validation_catches_what_a_viewer_rejects() {
+        let bad = json!({"traceEvents": [
+            {"name": "a", "ph": "C", "ts": 5, "pid": 1, "tid": 0, "args": {"W": "high"}},
+            {"name": "b", "ph": "X", "ts": 1, "pid": 1, "tid": 0},
+            {"name": "c", "ph": "i", "ts": -1, "pid": 1, "tid": 0, "s": "x"},
+            {"ph": "C", "ts": 1, "pid": 1, "tid": 0, "args": {"W": 1}},
+            {"name": "a", "ph": "C", "ts": 4, "pid": 1, "tid": 0, "args": {"W": 1}},
+        ]});
+        let errs = validate(&bad);
+        // Bad args; no dur; negative ts, bad scope, and time going back on the thread
+        // track; no name; counter "a" going back from 5 to 4.
+        assert_eq!(errs.len(), 7, "{errs:#?}");
+        assert!(
+            errs.iter().any(|e| e.contains("goes back from 5")),
+            "{errs:#?}"
+        );
+    }
+}

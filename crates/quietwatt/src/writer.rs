@@ -1,0 +1,167 @@
+//! The writer thread: drains the ring in batches, converts raw steps to joules with
+//! each channel's unit, hands samples to the sink, flushes at least once a second.
+//!
+//! It sleeps until the sampler wakes it, right after a tick: when a flush is due
+//! (every `flush_every`, 500 ms by default) or early when the ring is half full. So
+//! it costs two wake-ups a second at most rates and never a timer of its own: on a
+//! VM a wake-up costs as much as a sample, and at an idle machine's low rate each
+//! wake-up counts. Data only arrives at ticks, so there is never anything to
+//! flush between them. When the sink fails it stops the sampler: a recording that
+//! cannot be written ends at once, with the error, and the file keeps what was
+//! written before.
+
+use crate::overhead::ThreadUsage;
+use crate::sampler::{Control, Record, HEADER_WORDS};
+use crate::sink::{Sample, Sink};
+use crate::units::{EnergyUnit, Joules};
+use rtrb::Consumer;
+use std::io;
+use std::time::Duration;
+
+/// The longest the writer sleeps without being woken.
+const BACKSTOP: Duration = Duration::from_secs(2);
+
+/// What the writer thread returns.
+pub(crate) struct WriterOutcome {
+    pub usage: ThreadUsage,
+    pub written: u64,
+    pub error: Option<io::Error>,
+}
+
+/// The writer thread's body. Ends when the sampler has ended and the ring is empty,
+/// or at the first sink error.
+pub(crate) fn run(
+    mut ring: Consumer<u64>,
+    sink: &mut dyn Sink,
+    units: &[EnergyUnit],
+    control: &Control<'_>,
+) -> WriterOutcome {
+    crate::sampler::block_stop_signals();
+    lower_priority();
+    let start = ThreadUsage::current();
+    let mut energy = vec![Joules(0.0); units.len()];
+    let mut written = 0u64;
+    let mut flushed = 0u64;
+    let error = loop {
+        // Read before draining: once the sampler is gone, one more drain empties the ring.
+        let sampler_gone = ring.is_abandoned();
+        if let Err(e) = drain_words(&mut ring, sink, units, &mut energy, &mut written) {
+            break Some(e);
+        }
+        if sampler_gone {
+            break sink.finish().err();
+        }
+        if written > flushed {
+            if let Err(e) = sink.flush() {
+                break Some(e);
+            }
+            flushed = written;
+        }
+        // The sampler wakes this thread; the timeout only guards against a wake-up
+        // lost to a bug, and never fires while the sampler wakes it more often.
+        std::thread::park_timeout(BACKSTOP);
+    };
+    if error.is_some() {
+        control.stop();
+    }
+    // Dropping the consumer tells a sampler waiting for room that nobody will read.
+    drop(ring);
+    WriterOutcome {
+        usage: ThreadUsage::current().since(start),
+        written,
+        error,
+    }
+}
+
+/// The writer's nice value: when it shares a CPU with the sampler, the sampler's
+/// wake-up preempts its batch of formatting at once instead of waiting for its
+/// time slice (at 10 kHz a 5000-record batch is milliseconds, dozens of periods).
+/// It still gets a tenth of a CPU against a busy nice-0 thread, far more than the
+/// fraction of a percent it needs, and the ring holds seconds of samples.
+const WRITER_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`WRITER_NICE`]; a refusal (never
+/// expected: lowering is always allowed) leaves it as it was.
+fn lower_priority() {
+    // SAFETY: setpriority on the calling thread's id (PRIO_PROCESS with a thread id
+    // acts on that thread on Linux); it only changes a scheduling attribute.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WRITER_NICE);
+    }
+}
+
+/// Hands every record in a ring of [`Record`]s to the sink, converted to joules
+/// (for engines whose records are built off the hot path, such as the in-kernel one).
+pub(crate) fn drain(
+    ring: &mut Consumer<Record>,
+    sink: &mut dyn Sink,
+    units: &[EnergyUnit],
+    energy: &mut [Joules],
+    written: &mut u64,
+) -> io::Result<()> {
+    let n = ring.slots();
+    if n == 0 {
+        return Ok(());
+    }
+    let chunk = match ring.read_chunk(n) {
+        Ok(c) => c,
+        Err(_) => return Ok(()),
+    };
+    let (a, b) = chunk.as_slices();
+    for rec in a.iter().chain(b) {
+        for ((e, u), &d) in energy.iter_mut().zip(units).zip(rec.deltas()) {
+            *e = u.to_joules(d as u128);
+        }
+        sink.sample(&Sample {
+            t_ns: rec.t_ns,
+            interval_ns: rec.interval_ns,
+            missed: rec.missed,
+            merged: rec.merged,
+            freq_hz: rec.freq_hz,
+            energy,
+        })?;
+        *written += 1;
+    }
+    chunk.commit_all();
+    Ok(())
+}
+
+/// Hands every record in the sampler's word ring to the sink, converted to
+/// joules. A record is [`HEADER_WORDS`] words and one per channel; the sampler
+/// writes whole records into a ring whose size is a multiple of one, so none
+/// straddles the wrap-around.
+fn drain_words(
+    ring: &mut Consumer<u64>,
+    sink: &mut dyn Sink,
+    units: &[EnergyUnit],
+    energy: &mut [Joules],
+    written: &mut u64,
+) -> io::Result<()> {
+    let len = HEADER_WORDS + units.len();
+    let n = ring.slots() / len * len;
+    if n == 0 {
+        return Ok(());
+    }
+    let chunk = match ring.read_chunk(n) {
+        Ok(c) => c,
+        Err(_) => return Ok(()),
+    };
+    let (a, b) = chunk.as_slices();
+    for w in a.chunks_exact(len).chain(b.chunks_exact(len)) {
+        for ((e, u), &d) in energy.iter_mut().zip(units).zip(&w[HEADER_WORDS..]) {
+            *e = u.to_joules(d as u128);
+        }
+        sink.sample(&Sample {
+            t_ns: w[0],
+            interval_ns: w[1],
+            missed: (w[2] >> 32) as u32,
+            merged: w[2] as u32,
+            freq_hz: f64::from_bits(w[3]),
+            energy,
+        })?;
+        *written += 1;
+    }
+    chunk.commit_all();
+    Ok(())
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the system packages quietwatt's build needs on Debian/Ubuntu, and nothing
+# when they are all there (so it is cheap to run before every build):
+#   clang        compiles the BPF program (src/bpf/sampler.bpf.c) for the ebpf mechanism
+#   libelf-dev   libbpf (built from source by libbpf-sys) parses ELF objects with it
+#   zlib1g-dev   libelf's compressed sections
+#   pkg-config   how libbpf-sys finds libelf and zlib
+#   make         libbpf-sys builds its vendored libbpf with it (build-essential has it)
+# Idempotent: `apt-get update` runs only when something is missing.
+set -euo pipefail
+
+missing=()
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# The headers, not just the runtime libraries, are what the build needs.
+[ -e /usr/include/libelf.h ] || [ -e /usr/include/libelf/libelf.h ] || missing+=(libelf-dev)
+[ -e /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+# linux/bpf.h (the BPF program's only kernel header) comes from linux-libc-dev,
+# which build-essential pulls in; a C compiler is needed by the Rust build anyway.
+command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+# libbpf-sys builds its vendored libbpf with make.
+command -v make >/dev/null 2>&1 || missing+=(make)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "setup-deps: missing ${missing[*]} and not root, and sudo is not installed: install them as root" >&2
+    exit 1
+  fi
+  sudo_cmd=(sudo)
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup-deps: missing ${missing[*]}: install them with your package manager (this script knows apt only)" >&2
+  exit 1
+fi
+echo "setup-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+pkgs=(clang libelf-dev zlib1g-dev pkg-config)
+for extra in build-essential make; do
+  if [[ " ${missing[*]} " == *" $extra "* ]]; then pkgs+=("$extra"); fi
+done
+# Always the full set: apt skips what is there, and a half-done earlier run is completed.
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
