@@ -37,7 +37,8 @@ impl Mounted {
             .0
     }
 
-    fn served_record(
+    /// Everything the emulator served of a domain through `mechanism`: energies and times.
+    pub fn served_record(
         &self,
         mechanism: Served,
         socket: u32,
