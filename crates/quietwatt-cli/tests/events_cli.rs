@@ -149,6 +149,88 @@ fn record_with_events_writes_an_events_file_a_summary_and_a_valid_chrome_trace()
 }
 
 #[test]
+fn a_full_trace_puts_idle_slices_and_fault_instants_on_the_viewer_timeline() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.csv");
+    let trace = dir.path().join("trace.json");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-m",
+            "powercap",
+            "--duration",
+            "1",
+            "--events",
+            "cstate,faults",
+            "--full-trace",
+            "--json",
+            "-o",
+            out.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let written = summary["events"]["traced"]["written"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no events.traced.written in {summary}"));
+    assert_eq!(summary["events"]["traced"]["dropped"], 0, "{summary}");
+    let text = std::fs::read_to_string(dir.path().join("run.events.csv")).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains(",trace:")).collect();
+    assert_eq!(
+        rows.len() as u64,
+        written,
+        "trace rows vs the summary's count"
+    );
+
+    let t = read_json(&trace);
+    let problems = validate(&t);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let evs = t["traceEvents"].as_array().unwrap();
+    // One slice per idle period (entry to exit) and one instant per fault, on the
+    // per-CPU tracks, from exactly the rows recorded.
+    let slices = evs
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "cstate")
+        .count();
+    let exits = rows
+        .iter()
+        .filter(|l| l.contains(",trace:cpu_idle_exit,"))
+        .count();
+    // (Few when other tests keep both vCPUs busy; never none in a second.)
+    assert!(
+        slices >= 1,
+        "no C-state slice in 1 s: {exits} idle exits traced"
+    );
+    assert!(
+        slices <= exits && slices + 2 >= exits,
+        "{slices} slices for {exits} exits"
+    );
+    let faults = rows
+        .iter()
+        .filter(|l| l.contains(",trace:page_faults_"))
+        .count();
+    let instants = evs
+        .iter()
+        .filter(|e| {
+            e["ph"] == "i"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("page_faults_"))
+        })
+        .count();
+    assert!(faults > 0, "quietwatt itself faults while it records");
+    assert_eq!(instants, faults);
+    for e in evs.iter().filter(|e| e["ph"] == "X") {
+        assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+        assert!(e["name"].as_str().unwrap().starts_with('C'), "{e}");
+    }
+}
+
+#[test]
 fn trace_refuses_a_file_that_is_not_a_recording() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.csv");
@@ -207,10 +289,15 @@ fn bench_wakeup_reports_latency_per_idle_state_reached() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let r: Value = serde_json::from_str(stdout(&o).trim()).expect("JSON");
-    assert_eq!(r["all"]["n"], 50, "{r}");
+    // Every signal is a measured wake-up or reported lost (a vCPU the host stalled
+    // for longer than the wait); a few at most.
+    let seen = r["all"]["n"].as_u64().unwrap();
+    let lost = r["lost"].as_u64().unwrap();
+    assert_eq!(seen + lost, 50, "{r}");
+    assert!(lost <= 5, "{lost} of 50 wake-ups lost: {r}");
     let by_state = r["by_state"].as_array().unwrap();
     let n: u64 = by_state.iter().map(|s| s["n"].as_u64().unwrap()).sum();
-    assert_eq!(n, 50, "every wake-up is classed once: {by_state:?}");
+    assert_eq!(n, seen, "every wake-up is classed once: {by_state:?}");
     // Latency is positive and below the interval; the callee ran its busy-wait.
     let p50 = r["all"]["p50_us"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 < 10_000.0, "p50 {p50} µs");

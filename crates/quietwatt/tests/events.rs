@@ -447,3 +447,128 @@ fn every_bpf_attach_kind_loads_and_sees_cpu0() {
         );
     }
 }
+
+/// Rows of an events CSV: (timestamp, cpu, event, count).
+fn parse_rows(text: &str) -> Vec<(u64, u32, String, u64)> {
+    text.lines()
+        .skip_while(|l| l.starts_with('#'))
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 4, "{l}");
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
+    const N: usize = 3000;
+    pin(1);
+    let cpus = quietwatt::events::online_cpus().unwrap();
+    // The trace runs from its attachment, before the recorder starts.
+    let start = monotonic_ns();
+    let mut c = open("faults,cstate", &cpus);
+    c.enable_full_trace("faults,cstate".parse().unwrap(), 1 << 20)
+        .unwrap_or_else(|e| {
+            panic!("--full-trace needs BPF (root, raw tracepoints, perf_event programs): {e}")
+        });
+    assert!(c.full_trace());
+    let out = Shared::default();
+    let rec = EventRecorder::start(c, out.clone(), &[], Hertz::new(20.0).unwrap()).unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    let before = monotonic_ns();
+    touch_pages(N);
+    let after = monotonic_ns();
+    idle_every_cpu(&cpus, Duration::from_millis(300));
+    let totals = rec.stop();
+    let end = monotonic_ns();
+    assert!(totals.error.is_none(), "{:?}", totals.error);
+    let rows = parse_rows(&String::from_utf8(out.0.lock().unwrap().clone()).unwrap());
+    let traced: Vec<_> = rows.iter().filter(|r| r.2.starts_with("trace:")).collect();
+    let t = totals.traced.expect("trace totals");
+    assert_eq!(
+        t.written,
+        traced.len() as u64,
+        "rows vs the trace's own count"
+    );
+    assert_eq!(
+        t.dropped,
+        Some(0),
+        "a 1 MiB ring drained at 20 Hz dropped events"
+    );
+    // Every traced row is one event, stamped by the kernel on CLOCK_MONOTONIC inside
+    // the recording's window.
+    for r in &traced {
+        assert_eq!(r.3, 1, "{r:?}");
+        assert!(r.0 >= start && r.0 <= end, "{r:?} outside [{start}, {end}]");
+        assert!(Event::parse(&r.2["trace:".len()..]).is_some(), "{r:?}");
+    }
+    // The touched pages: one traced minor fault each on CPU 1, in [before, after].
+    let in_window = traced
+        .iter()
+        .filter(|r| r.1 == 1 && r.2 == "trace:page_faults_min" && r.0 >= before && r.0 <= after)
+        .count();
+    assert!(
+        in_window >= N,
+        "{N} pages touched on CPU 1 but only {in_window} traced minor faults there"
+    );
+    // The trace and the counters count the same kernel events: per CPU, the traced
+    // faults equal the counted ones up to the events of the edges (the counters
+    // start at the priming read, the trace when the program is attached).
+    for &cpu in &cpus {
+        let counted = totals.get(cpu, Event::PageFaultsMin).unwrap();
+        let seen = traced
+            .iter()
+            .filter(|r| r.1 == cpu && r.2 == "trace:page_faults_min")
+            .count() as u64;
+        assert!(
+            seen >= counted && seen <= counted + counted / 10 + 500,
+            "CPU {cpu}: {seen} traced minor faults vs {counted} counted"
+        );
+    }
+    // Idle periods: entries and exits alternate per CPU, and the traced entries on
+    // CPU 0 agree with the BPF counter (the same tracepoint) within 10 %.
+    let enters = |cpu: u32| {
+        traced
+            .iter()
+            .filter(|r| r.1 == cpu && r.2.starts_with("trace:cpu_idle_enter."))
+            .count() as u64
+    };
+    let bpf0: u64 = (0..10)
+        .filter_map(|s| totals.get(0, Event::BpfIdleEnter(s)))
+        .sum();
+    assert!(
+        bpf0 >= 50,
+        "CPU 0 idled only {bpf0} times in 300 ms of 1-ms sleeps"
+    );
+    let e0 = enters(0);
+    assert!(
+        (e0 as f64 - bpf0 as f64).abs() <= 0.1 * bpf0 as f64 + 5.0,
+        "CPU 0: {e0} traced idle entries vs {bpf0} counted by the BPF counter"
+    );
+    for &cpu in &cpus {
+        let mut open = false;
+        let mut seq: Vec<_> = traced
+            .iter()
+            .filter(|r| r.1 == cpu && r.2.starts_with("trace:cpu_idle"))
+            .collect();
+        seq.sort_by_key(|r| r.0);
+        let mut broken = 0;
+        for r in seq {
+            let enter = r.2.starts_with("trace:cpu_idle_enter.");
+            broken += u32::from(enter == open);
+            open = enter;
+        }
+        // The window may cut one period at each end.
+        assert!(
+            broken <= 2,
+            "CPU {cpu}: {broken} idle entries/exits out of order"
+        );
+    }
+}

@@ -51,6 +51,17 @@ pub struct RecordEventsArgs {
     /// rates, C-state residency) to this file, for Perfetto UI or chrome://tracing.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Also record every event of the groups one by one (each C-state entry and
+    /// exit, context switch, page fault), stamped in the kernel, as `trace:` rows:
+    /// the C-state slices and fault instants of `--trace`. One ring record per
+    /// event: meant for short windows.
+    #[arg(long, requires = "events")]
+    full_trace: bool,
+    /// Size of the full trace's kernel ring, in MiB (a power of two); events beyond
+    /// it between two reads of the events thread are dropped and counted.
+    #[arg(long, value_name = "MIB", default_value_t = 8, requires = "full_trace",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    trace_ring_mib: u32,
 }
 
 /// A running events thread and where it writes.
@@ -78,7 +89,17 @@ pub fn start(
     let Some(groups) = args.events else {
         return Ok(None);
     };
-    let counters = EventCounters::open(groups, &env.root, None)?;
+    let mut counters = EventCounters::open(groups, &env.root, None)?;
+    if args.full_trace {
+        counters
+            .enable_full_trace(groups, (args.trace_ring_mib as usize) << 20)
+            .map_err(|e| {
+                Failure::new(
+                    MEASUREMENT,
+                    format!("--full-trace: {e} (the counted events need no BPF ring: drop --full-trace to count only)"),
+                )
+            })?;
+    }
     for n in &counters.notes {
         eprintln!("quietwatt: note: events: {n}");
     }
@@ -308,6 +329,13 @@ fn print_wakeup(r: &WakeupReport) {
         r.interval_s * 1e3,
         r.busy_us
     );
+    if r.lost > 0 {
+        println!(
+            "{} signal(s) LOST: the callee did not run within {} ms (an overloaded machine or a stalled vCPU); left out of every figure below",
+            r.lost,
+            wakeup::LOST_AFTER.as_millis()
+        );
+    }
     println!("callee CPU idle states: {}", r.states.join(", "));
     println!("idle state reached, by: {}", r.classified_by);
     if let Some(why) = &r.bpf_note {

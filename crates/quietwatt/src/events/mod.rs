@@ -26,6 +26,7 @@ pub mod bpf_idle;
 pub mod cpuidle;
 pub mod cstate;
 pub mod faults;
+pub mod full_trace;
 pub mod recorder;
 pub mod sched;
 pub mod summary;
@@ -351,6 +352,8 @@ pub struct EventCounters {
     pub notes: Vec<String>,
     bpf: Option<cstate::BpfIdle>,
     bpf_snapshot: Vec<u64>,
+    /// The full trace, when asked for: drained into the events file on every read.
+    pub(crate) trace: Option<full_trace::FullTrace>,
 }
 
 impl EventCounters {
@@ -394,6 +397,7 @@ impl EventCounters {
             notes,
             bpf,
             bpf_snapshot: vec![0; slots],
+            trace: None,
         })
     }
 
@@ -405,7 +409,26 @@ impl EventCounters {
             notes: Vec::new(),
             bpf: None,
             bpf_snapshot: Vec::new(),
+            trace: None,
         }
+    }
+
+    /// Also records every event of `groups` one by one (see [`full_trace`]) on the
+    /// CPUs counted, with a ring of `ring_bytes`; the rows go to the events file as
+    /// `trace:` rows beside the counters'.
+    pub fn enable_full_trace(&mut self, groups: Groups, ring_bytes: usize) -> Result<()> {
+        let mut cpus: Vec<u32> = self.channels.iter().map(|c| c.cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let t = full_trace::FullTrace::open(groups, &cpus, ring_bytes)?;
+        self.notes.push(t.describe().to_string());
+        self.trace = Some(t);
+        Ok(())
+    }
+
+    /// Whether a full trace is recorded.
+    pub fn full_trace(&self) -> bool {
+        self.trace.is_some()
     }
 
     /// The counters, in the order [`EventCounters::read`] fills.

@@ -53,6 +53,19 @@ pub struct EventTotals {
     pub notes: Vec<String>,
     /// What ended the recording early (a read or a write), if anything.
     pub error: Option<EventsError>,
+    /// With a full trace: events written one by one, and those the kernel's ring
+    /// had no room for.
+    pub traced: Option<TraceTotals>,
+}
+
+/// What a full trace recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TraceTotals {
+    /// `trace:` rows written.
+    pub written: u64,
+    /// Events lost because the ring was full between two drains (raise
+    /// `--events-freq` or the ring size); `None` when the count could not be read.
+    pub dropped: Option<u64>,
 }
 
 impl EventTotals {
@@ -127,6 +140,13 @@ impl<W: Write> EventLog<W> {
             "# columns: count = events since the previous row of the same cpu and event (µs for cpuidle_time_us, ns for bpf_idle_ns); timestamp_ns is CLOCK_MONOTONIC, the clock of the energy file"
         )
         .map_err(w)?;
+        if counters.full_trace() {
+            writeln!(
+                buf,
+                "# columns: a trace:<event> row (--full-trace) is one event, stamped in the kernel (bpf_ktime_get_ns, CLOCK_MONOTONIC), count 1; such rows come before the counter rows of the read that drained them, so timestamps are not sorted across the two kinds"
+            )
+            .map_err(w)?;
+        }
         for c in counters.channels() {
             writeln!(
                 buf,
@@ -167,6 +187,11 @@ impl<W: Write> EventLog<W> {
     /// Reads every counter and appends one row per counter; hands a full batch to
     /// the output. Returns the read's timestamp. Allocates nothing.
     pub fn tick(&mut self) -> Result<u64> {
+        // Traced events first: they all happened before this read. (The buffer grows
+        // past its reserve only when a burst of them outgrows it.)
+        if let Some(trace) = self.counters.trace.as_mut() {
+            trace.drain(&mut self.buf);
+        }
         let t = monotonic_ns();
         self.counters.read(&mut self.cur)?;
         for (i, c) in self.counters.channels().iter().enumerate() {
@@ -211,6 +236,13 @@ impl<W: Write> EventLog<W> {
 
     /// Flushes and returns the totals.
     pub fn finish(mut self, missed: u64, error: Option<EventsError>) -> EventTotals {
+        let traced = self.counters.trace.as_mut().map(|t| {
+            t.drain(&mut self.buf);
+            TraceTotals {
+                written: t.traced(),
+                dropped: t.dropped().ok(),
+            }
+        });
         let error = match self.flush() {
             Err(e) if error.is_none() => Some(e),
             _ => error,
@@ -231,6 +263,7 @@ impl<W: Write> EventLog<W> {
             cpuidle: std::mem::take(&mut self.counters.cpuidle),
             notes: std::mem::take(&mut self.counters.notes),
             error,
+            traced,
         }
     }
 }

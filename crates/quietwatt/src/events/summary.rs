@@ -10,7 +10,7 @@
 //! varies with the event (the work that causes the faults) is in the slope too, so
 //! it says "joules that travel with one event", never "joules one event costs".
 
-use super::recorder::EventTotals;
+use super::recorder::{EventTotals, TraceTotals};
 use super::Event;
 use crate::meter::EnergyReport;
 use serde::Serialize;
@@ -120,6 +120,8 @@ pub struct EventSummary {
     pub energy_per_event: Vec<EnergyPerEvent>,
     /// Notes from opening the counters.
     pub notes: Vec<String>,
+    /// With `--full-trace`: events written one by one, and dropped.
+    pub traced: Option<TraceTotals>,
 }
 
 fn pct(a: u64, b: u64) -> Option<f64> {
@@ -247,6 +249,7 @@ impl EventSummary {
             energy,
             energy_per_event: Vec::new(),
             notes: t.notes.clone(),
+            traced: t.traced,
         }
     }
 }
@@ -393,6 +396,20 @@ impl fmt::Display for EventSummary {
                 )?;
             }
         }
+        if let Some(t) = &self.traced {
+            let dropped = match t.dropped {
+                Some(0) => "none dropped".to_string(),
+                Some(d) => format!(
+                    "{d} DROPPED by the kernel (ring full between drains: raise --events-freq or --trace-ring-mib)"
+                ),
+                None => "dropped count unreadable".to_string(),
+            };
+            writeln!(
+                f,
+                "full trace: {} events written one by one, {dropped}",
+                t.written
+            )?;
+        }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
         }
@@ -428,6 +445,7 @@ mod tests {
                 root: Default::default(),
             },
             notes: vec![],
+            traced: None,
             error: None,
         }
     }

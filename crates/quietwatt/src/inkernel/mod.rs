@@ -35,7 +35,7 @@
 pub mod ebpf;
 pub mod engine;
 pub mod perf_ring;
-mod ring;
+pub(crate) mod ring;
 
 pub use engine::{measure, record, InKernelCommand, InKernelConfig, InKernelRecording};
 
