@@ -141,6 +141,41 @@ fn doctor_passes_on_an_emulated_machine() {
 }
 
 #[test]
+fn counters_that_never_move_are_no_rapl_for_doctor_and_emulate_auto() {
+    // A hypervisor can expose RAPL files that always read the same value (this
+    // project's VM has a power PMU whose energy-psys reads 0): every figure would be
+    // 0 J. With every counter frozen, doctor must fail powercap and say why.
+    let mut c = EmulatorConfig::default();
+    for (s, d) in c.counters() {
+        c = c.with_fault(Fault::new(FaultKind::Freeze, s, d));
+    }
+    let m = mount(c);
+    let o = quietwatt(m.root(), &["doctor"]);
+    no_panic(&o);
+    let out = stdout(&o);
+    assert!(out.contains("[fail] powercap"), "{out}");
+    assert!(out.contains("none of these counters changed"), "{out}");
+    assert_eq!(code(&o), 69, "{out}");
+    // `--emulate auto` (the quick start) falls back to the built-in emulator, loudly.
+    let o = quietwatt(
+        m.root(),
+        &["--emulate", "auto", "run", "--json", "--", "true"],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("*** EMULATED RAPL ***"),
+        "{}",
+        stderr(&o)
+    );
+    // One frozen domain among live ones is a domain drawing nothing, not a dead
+    // mechanism: doctor still passes.
+    let m =
+        mount(EmulatorConfig::default().with_fault(Fault::new(FaultKind::Freeze, 0, Domain::Dram)));
+    let o = quietwatt(m.root(), &["doctor"]);
+    assert!(stdout(&o).contains("[ ok ] powercap"), "{}", stdout(&o));
+}
+
+#[test]
 fn a_counter_reading_garbage_is_an_error_naming_the_file() {
     let m = mount(EmulatorConfig::default().with_fault(Fault::new(
         FaultKind::Garbage,

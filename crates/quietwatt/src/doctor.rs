@@ -3,7 +3,7 @@
 use crate::cpuinfo::CpuInfo;
 use crate::error::Error;
 use crate::root::SysRoot;
-use crate::source::{probe, Mechanism};
+use crate::source::{advances, probe, Mechanism, LIVENESS_WINDOW};
 use serde::Serialize;
 
 /// The verdict on one mechanism.
@@ -32,7 +32,8 @@ pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
     let vm = is_virtual_machine(root);
     let no_rapl_vm = "this is a virtual machine and its hypervisor does not expose RAPL: \
                       measure on bare metal, or use `quietwatt --emulate on` to try quietwatt against its emulator";
-    Mechanism::ALL
+    let mut perf_live: Option<Option<bool>> = None;
+    let found: Vec<Diagnosis> = Mechanism::ALL
         .into_iter()
         .map(|m| match m {
             Mechanism::Powercap => {
@@ -150,6 +151,45 @@ pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
                         }
                     }
                 }
+            }
+        })
+        .collect();
+    // Opening and reading once says nothing about the numbers: a hypervisor can expose
+    // RAPL events that always read the same value (this project's VM: a `power` PMU
+    // whose `energy-psys` reads 0). Watch the counters of each working mechanism.
+    found
+        .into_iter()
+        .map(|d| {
+            if !d.works {
+                return d;
+            }
+            // The in-kernel mechanisms read perf's events: one answer for the three.
+            let live = match d.mechanism {
+                Mechanism::Perf | Mechanism::Ebpf | Mechanism::PerfRing => *perf_live
+                    .get_or_insert_with(|| advances(root, Mechanism::Perf, LIVENESS_WINDOW).ok()),
+                m => advances(root, m, LIVENESS_WINDOW).ok(),
+            };
+            match live {
+                Some(false) => Diagnosis {
+                    works: false,
+                    finding: format!(
+                        "{}; but none of these counters changed in {} ms: they are not backed by RAPL hardware (every figure would be 0 J){}",
+                        d.finding,
+                        LIVENESS_WINDOW.as_millis(),
+                        if matches!(d.mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
+                            "; the in-kernel machinery itself works on this kernel (it loaded, attached and read those events)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    fix: Some(if vm {
+                        no_rapl_vm.to_string()
+                    } else {
+                        "check that the machine has RAPL (`dmesg | grep -i rapl`); a counter that never moves cannot be measured with".to_string()
+                    }),
+                    ..d
+                },
+                _ => d,
             }
         })
         .collect()

@@ -17,6 +17,7 @@ use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 /// A way of reading RAPL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -198,6 +199,39 @@ pub fn probe(root: &SysRoot, mechanism: Mechanism) -> Probe {
         mechanism,
         result,
         notes,
+    }
+}
+
+/// How long [`advances`] watches a mechanism's counters. RAPL updates them about
+/// every millisecond and every domain draws some power, so 50 ms without a change in
+/// any of them means they are not backed by hardware (a hypervisor that exposes the
+/// RAPL events or registers and returns a constant, as this project's VM does for
+/// `power/energy-psys`).
+pub const LIVENESS_WINDOW: Duration = Duration::from_millis(50);
+
+/// Whether any of `mechanism`'s counters under `root` changes within `within`
+/// (polled every millisecond; returns at the first change). The in-kernel mechanisms
+/// read the `power` PMU's events, so their answer is perf's. `Err` when the
+/// mechanism cannot be opened or read.
+pub fn advances(root: &SysRoot, mechanism: Mechanism, within: Duration) -> Result<bool> {
+    let m = match mechanism {
+        Mechanism::Ebpf | Mechanism::PerfRing => Mechanism::Perf,
+        m => m,
+    };
+    let mut s = open_one(root, m, &Selection::all())?;
+    let n = s.channels().len();
+    let (mut first, mut now) = (vec![0u64; n], vec![0u64; n]);
+    s.read(&mut first)?;
+    let until = Instant::now() + within;
+    loop {
+        std::thread::sleep(Duration::from_millis(1));
+        s.read(&mut now)?;
+        if now != first {
+            return Ok(true);
+        }
+        if Instant::now() >= until {
+            return Ok(false);
+        }
     }
 }
 
