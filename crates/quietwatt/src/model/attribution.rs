@@ -7,12 +7,17 @@
 //! Which cost prices which counter: `minor-faults` by the ODPA cost (a first touch
 //! of an anonymous page, the commonest minor fault; the COW cost is shown beside
 //! it, since perf cannot tell the two apart), `context-switches` by the ping-pong
-//! cost. Wake-ups from idle have no per-process counter, so they are not priced.
+//! cost. Wake-ups from idle have no per-process counter: they are counted
+//! **system-wide** (every CPU's cpuidle `usage`, one entry per idle period, so one
+//! wake-up each) over the command's run, priced by the wake-up cost, and shown apart
+//! from the command's own total, labelled as the whole machine's.
 
 use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::file::Model;
 use super::Family;
 use crate::error::Result;
+use crate::events::{CpuidleStates, Event, EventCounters};
+use crate::root::SysRoot;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +30,30 @@ pub struct Attributor {
     model: Model,
     path: PathBuf,
     counters: Vec<TaskCounter>,
+    /// Every CPU's cpuidle `usage` counters and their values at `open`; `Err` says
+    /// why wake-ups cannot be counted here.
+    idle: std::result::Result<(EventCounters, Vec<u64>), String>,
+}
+
+/// Every online CPU's cpuidle `usage` counters (this machine's), read once.
+fn open_idle_usage() -> std::result::Result<(EventCounters, Vec<u64>), String> {
+    let cpus = crate::events::online_cpus().map_err(|e| e.to_string())?;
+    let mut notes = Vec::new();
+    let states =
+        CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).map_err(|e| e.to_string())?;
+    let usage: Vec<_> = states
+        .channels()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|c| matches!(c.event, Event::CpuidleUsage(_)))
+        .collect();
+    if usage.is_empty() {
+        return Err("this machine has no cpuidle states (no cpuidle driver)".into());
+    }
+    let mut c = EventCounters::from_channels(usage, states);
+    let mut v = vec![0; c.channels().len()];
+    c.read(&mut v).map_err(|e| e.to_string())?;
+    Ok((c, v))
 }
 
 /// One priced event.
@@ -45,6 +74,10 @@ pub struct Estimate {
     /// The same with another scenario's cost, when perf cannot tell which applies
     /// (`cow` for minor faults).
     pub alternative: Option<Box<Estimate>>,
+    /// `command`: the command's own events (perf counters following it); `system`:
+    /// every CPU's, while the command ran (wake-ups from idle). Only `command`
+    /// estimates add up to the totals.
+    pub scope: &'static str,
 }
 
 /// What `run --model` reports.
@@ -83,6 +116,7 @@ impl Attributor {
             model,
             path: path.to_path_buf(),
             counters,
+            idle: open_idle_usage(),
         })
     }
 
@@ -92,16 +126,38 @@ impl Attributor {
         for c in &self.counters {
             counts.push((c.event(), c.read()?));
         }
+        let wakeups = match self.idle {
+            Ok((mut c, before)) => {
+                let mut after = vec![0; before.len()];
+                c.read(&mut after)
+                    .map(|()| {
+                        after
+                            .iter()
+                            .zip(&before)
+                            .map(|(a, b)| a.saturating_sub(*b))
+                            .sum()
+                    })
+                    .map_err(|e| e.to_string())
+            }
+            Err(why) => Err(why),
+        };
         Ok(estimate(
             &self.model,
             &self.path.display().to_string(),
             &counts,
+            wakeups,
         ))
     }
 }
 
-/// Prices `counts` with `model`.
-pub fn estimate(model: &Model, name: &str, counts: &[(SoftwareEvent, u64)]) -> Attribution {
+/// Prices `counts` (the command's events) and `wakeups` (every CPU's idle exits while
+/// it ran, or why they could not be counted) with `model`.
+pub fn estimate(
+    model: &Model,
+    name: &str,
+    counts: &[(SoftwareEvent, u64)],
+    wakeups: std::result::Result<u64, String>,
+) -> Attribution {
     let mut estimates = Vec::new();
     let mut notes = Vec::new();
     let price = |count: u64, event: SoftwareEvent, f: Family, s: &str| {
@@ -113,6 +169,7 @@ pub fn estimate(model: &Model, name: &str, counts: &[(SoftwareEvent, u64)]) -> A
             seconds: count as f64 * c.seconds_per_event,
             joules: c.total_joules_per_event.map(|j| j * count as f64),
             alternative: None,
+            scope: "command",
         })
     };
     for &(event, count) in counts {
@@ -142,9 +199,36 @@ pub fn estimate(model: &Model, name: &str, counts: &[(SoftwareEvent, u64)]) -> A
             )),
         }
     }
-    notes.push("wake-ups from idle are not priced: no perf counter counts them per process".into());
-    let total_seconds = estimates.iter().map(|e| e.seconds).sum();
-    let total_joules = estimates.iter().map(|e| e.joules).sum::<Option<f64>>();
+    let own = |e: &&Estimate| e.scope == "command";
+    let total_seconds = estimates.iter().filter(own).map(|e| e.seconds).sum();
+    let total_joules = estimates
+        .iter()
+        .filter(own)
+        .map(|e| e.joules)
+        .sum::<Option<f64>>();
+    match wakeups {
+        Ok(n) => match model.cost(Family::Wakeup, "wakeup") {
+            Some(c) => estimates.push(Estimate {
+                event: "wake-ups from idle".into(),
+                count: n,
+                cost_from: "wakeup/wakeup".into(),
+                seconds_per_event: c.seconds_per_event,
+                seconds: n as f64 * c.seconds_per_event,
+                joules: c.total_joules_per_event.map(|j| j * n as f64),
+                alternative: None,
+                scope: "system",
+            }),
+            None => notes.push(format!(
+                "{n} wake-ups from idle (all CPUs) not priced: the model has no wake-up cost (measure `quietwatt model wakeup`)"
+            )),
+        },
+        Err(why) => notes.push(format!("wake-ups from idle not counted: {why}")),
+    }
+    if estimates.iter().any(|e| e.scope == "system") {
+        notes.push(
+            "wake-ups from idle are every CPU's while the command ran (cpuidle usage: no counter follows one process), not only the command's; they are not in its total".into(),
+        );
+    }
     Attribution {
         label: LABEL,
         model: name.to_string(),
@@ -171,7 +255,7 @@ pub fn text(a: &Attribution) -> String {
         }
     );
     let j = |v: Option<f64>| v.map_or("-".into(), |j| format!("{j:.6} J"));
-    for e in &a.estimates {
+    for e in a.estimates.iter().filter(|e| e.scope == "command") {
         let _ = writeln!(
             s,
             "    {:>10} {:<17} x {:.3} us ({}) = {:.6} s, {}   [{}]",
@@ -202,6 +286,19 @@ pub fn text(a: &Attribution) -> String {
         j(a.total_joules),
         LABEL
     );
+    for e in a.estimates.iter().filter(|e| e.scope != "command") {
+        let _ = writeln!(
+            s,
+            "    {:>10} {:<17} x {:.3} us ({}) = {:.6} s, {}   [{}, ALL CPUs]",
+            e.count,
+            e.event,
+            e.seconds_per_event * 1e6,
+            e.cost_from,
+            e.seconds,
+            j(e.joules),
+            LABEL
+        );
+    }
     for n in &a.notes {
         let _ = writeln!(s, "    note: {n}");
     }
@@ -222,6 +319,7 @@ mod tests {
                 (SoftwareEvent::MinorFaults, 1000),
                 (SoftwareEvent::ContextSwitches, 5),
             ],
+            Err("no cpuidle in this test".into()),
         );
         assert_eq!(a.estimates.len(), 1);
         assert!((a.estimates[0].seconds - 1000.0 * 1.5e-6).abs() < 1e-12);
@@ -234,6 +332,45 @@ mod tests {
             a.notes
         );
         assert!(text(&a).contains("MODEL ESTIMATE"));
+    }
+
+    #[test]
+    fn system_wide_wakeups_are_priced_apart_from_the_commands_total() {
+        let mut m = crate::model::file::tests::sample_model();
+        let mut w = m.families[0].clone();
+        w.family = Family::Wakeup;
+        w.costs[0].scenario = "wakeup".into();
+        w.costs[0].seconds_per_event = 60e-6;
+        w.costs[0].total_joules_per_event = Some(1e-4);
+        m.families.push(w);
+        let a = estimate(&m, "m.json", &[(SoftwareEvent::MinorFaults, 1000)], Ok(200));
+        let wake = a
+            .estimates
+            .iter()
+            .find(|e| e.scope == "system")
+            .expect("a wake-up estimate");
+        assert_eq!(wake.count, 200);
+        assert!((wake.seconds - 200.0 * 60e-6).abs() < 1e-12);
+        assert!((wake.joules.unwrap() - 200.0 * 1e-4).abs() < 1e-12);
+        // The command's total holds its own faults only.
+        assert!((a.total_seconds - 1000.0 * 1.5e-6).abs() < 1e-12);
+        let t = text(&a);
+        assert!(
+            t.contains("wake-ups from idle") && t.contains("ALL CPUs"),
+            "{t}"
+        );
+        assert!(
+            a.notes.iter().any(|n| n.contains("every CPU's")),
+            "{:?}",
+            a.notes
+        );
+        // Without cpuidle, the reason is said.
+        let b = estimate(&m, "m.json", &[], Err("no cpuidle".into()));
+        assert!(b.estimates.is_empty());
+        assert!(b
+            .notes
+            .iter()
+            .any(|n| n.contains("not counted: no cpuidle")));
     }
 
     #[test]
