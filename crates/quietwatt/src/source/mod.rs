@@ -218,14 +218,18 @@ pub fn advances(root: &SysRoot, mechanism: Mechanism, within: Duration) -> Resul
         Mechanism::Ebpf | Mechanism::PerfRing => Mechanism::Perf,
         m => m,
     };
-    let mut s = open_one(root, m, &Selection::all())?;
-    let n = s.channels().len();
+    watch(open_one(root, m, &Selection::all())?.as_mut(), within)
+}
+
+/// Whether any of `source`'s counters changes within `within` (see [`advances`]).
+pub fn watch(source: &mut dyn Source, within: Duration) -> Result<bool> {
+    let n = source.channels().len();
     let (mut first, mut now) = (vec![0u64; n], vec![0u64; n]);
-    s.read(&mut first)?;
+    source.read(&mut first)?;
     let until = Instant::now() + within;
     loop {
         std::thread::sleep(Duration::from_millis(1));
-        s.read(&mut now)?;
+        source.read(&mut now)?;
         if now != first {
             return Ok(true);
         }
@@ -247,7 +251,26 @@ pub fn open(
             let mut first_err = None;
             for m in Mechanism::ALL {
                 match open_one(root, m, selection) {
-                    Ok(s) => return Ok(s),
+                    // Chosen for the user: it must measure something (a hypervisor can
+                    // expose RAPL events that always read 0). Up to 50 ms, only here.
+                    Ok(mut s) => match watch(s.as_mut(), LIVENESS_WINDOW) {
+                        Ok(true) => return Ok(s),
+                        Ok(false) => {
+                            first_err.get_or_insert(Error::NoDomains {
+                                mechanism: m.name(),
+                                root: root.dir().to_path_buf(),
+                                why: format!(
+                                    "its {} counter(s) did not change in {} ms: they are not backed by RAPL hardware (a hypervisor exposing constant RAPL events); `--mechanism {}` reads them anyway",
+                                    s.channels().len(),
+                                    LIVENESS_WINDOW.as_millis(),
+                                    m.name()
+                                ),
+                            });
+                        }
+                        Err(e) => {
+                            first_err.get_or_insert(e);
+                        }
+                    },
                     // A domain that exists nowhere is the user's error, not the mechanism's.
                     Err(e @ Error::UnknownDomain { .. }) => return Err(e),
                     Err(e) => {

@@ -28,6 +28,16 @@ pub const PID_EVENTS: u32 = 2;
 /// Per-CPU slices and instants.
 pub const PID_CPUS: u32 = 3;
 
+/// The thread id of CPU `cpu`'s track in [`PID_CPUS`]. Never 0 and never a pid:
+/// Perfetto UI (checked in v52) turns a JSON `tid` 0 into `tid = pid`, which would
+/// merge CPU 0's track with the CPU whose number equals the pid.
+pub fn cpu_tid(cpu: u32) -> u32 {
+    CPU_TID_BASE + cpu
+}
+
+/// See [`cpu_tid`].
+pub const CPU_TID_BASE: u32 = 1000;
+
 fn us(ns: u64) -> f64 {
     ns as f64 / 1e3
 }
@@ -172,7 +182,12 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
         cpus.sort_unstable();
         cpus.dedup();
         for c in &cpus {
-            out.push(meta(PID_CPUS, Some(*c), "thread_name", &format!("cpu{c}")));
+            out.push(meta(
+                PID_CPUS,
+                Some(cpu_tid(*c)),
+                "thread_name",
+                &format!("cpu{c}"),
+            ));
         }
         let mut open: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
         let mut sorted = traced;
@@ -192,13 +207,13 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
                         out.push(json!({
                             "name": format!("C{s} {state}"), "cat": "cstate", "ph": "X",
                             "ts": us(t0), "dur": us(r.t_ns - t0),
-                            "pid": PID_CPUS, "tid": r.cpu, "args": {"state": s},
+                            "pid": PID_CPUS, "tid": cpu_tid(r.cpu), "args": {"state": s},
                         }));
                     }
                 }
                 _ => out.push(json!({
                     "name": name, "cat": "event", "ph": "i", "s": "t",
-                    "ts": us(r.t_ns), "pid": PID_CPUS, "tid": r.cpu, "args": {},
+                    "ts": us(r.t_ns), "pid": PID_CPUS, "tid": cpu_tid(r.cpu), "args": {},
                 })),
             }
         }
@@ -352,6 +367,19 @@ mod tests {
         assert!(evs
             .iter()
             .any(|x| x["ph"] == "i" && x["name"] == "page_fault"));
+        // CPU tracks use tids that are neither 0 nor a pid (Perfetto merges those).
+        let process_meta = |x: &Value| x["ph"] == "M" && x["name"] != "thread_name";
+        for x in evs
+            .iter()
+            .filter(|x| x["pid"] == PID_CPUS && !process_meta(x))
+        {
+            let tid = x["tid"].as_u64().unwrap();
+            assert!(tid >= u64::from(CPU_TID_BASE), "{x}");
+        }
+        assert!(evs.iter().any(|x| x["ph"] == "M"
+            && x["name"] == "thread_name"
+            && x["tid"] == cpu_tid(0)
+            && x["args"]["name"] == "cpu0"));
     }
 
     #[test]
