@@ -201,20 +201,25 @@ impl BlockedSignals {
         }
     }
 
-    /// Waits for one of the signals; returns its name.
-    fn wait(&self) -> &'static str {
-        let mut sig: libc::c_int = 0;
+    /// Waits for one of the signals, or for `gone()` to turn true (checked twice a
+    /// second); returns what ended the wait.
+    fn wait(&self, gone: impl Fn() -> bool) -> &'static str {
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 500_000_000,
+        };
         loop {
-            // SAFETY: `set` is a valid signal set and `sig` a valid out-pointer.
-            let rc = unsafe { libc::sigwait(&self.set, &mut sig) };
-            if rc == 0 {
-                break;
+            // SAFETY: `set` is a valid signal set; no siginfo is asked for; `timeout`
+            // lives across the call.
+            let sig = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &timeout) };
+            match sig {
+                libc::SIGINT => return "SIGINT",
+                libc::SIGTERM => return "SIGTERM",
+                libc::SIGHUP => return "SIGHUP",
+                // EAGAIN: the timeout; EINTR: another signal. Either way, look.
+                _ if gone() => return "unmounted by someone else",
+                _ => {}
             }
-        }
-        match sig {
-            libc::SIGINT => "SIGINT",
-            libc::SIGTERM => "SIGTERM",
-            _ => "SIGHUP",
         }
     }
 }
@@ -229,7 +234,8 @@ impl Drop for BlockedSignals {
 }
 
 /// Mounts the emulator at `dir` (or the positional DIR), tells how to use it, serves
-/// until SIGINT/SIGTERM/SIGHUP, unmounts and writes the ground truth JSON.
+/// until SIGINT/SIGTERM/SIGHUP or until someone else unmounts it, unmounts and writes
+/// the ground truth JSON.
 pub fn run(args: &EmulateArgs, dir: &Path) -> Result<(), String> {
     let dir = args.dir.as_deref().unwrap_or(dir);
     if dir == Path::new("/") {
@@ -258,9 +264,14 @@ pub fn run(args: &EmulateArgs, dir: &Path) -> Result<(), String> {
     };
     eprint!("{}", describe(&emulator));
 
-    let signal = signals.wait();
+    let signal = signals.wait(|| !emulator.is_mounted());
     eprintln!(
-        "quietwatt: {signal}: unmounting {}",
+        "quietwatt: {signal}: {} {}",
+        if emulator.is_mounted() {
+            "unmounting"
+        } else {
+            "stopping the emulator of"
+        },
         emulator.dir().display()
     );
     let report = emulator.report();

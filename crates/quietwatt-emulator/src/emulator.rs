@@ -324,6 +324,14 @@ impl Emulator {
         self.dir().join(".quietwatt-emulator/enter.sh")
     }
 
+    /// Whether the mount is still served: false once someone else unmounted it
+    /// (`fusermount3 -u`, `umount`) and the FUSE thread ended.
+    pub fn is_mounted(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| !s.guard.is_finished())
+    }
+
     /// Unmounts, reporting errors (dropping unmounts too, silently). A mount still
     /// in use (a process's working directory, an open file) is detached lazily:
     /// it disappears from the directory at once and stops when the last user closes it.

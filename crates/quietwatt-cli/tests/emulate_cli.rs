@@ -1,0 +1,91 @@
+//! `quietwatt emulate DIR`: serves until a signal or until someone else unmounts it,
+//! and then always leaves: a stale emulator process is never left behind. Needs
+//! root and FUSE; a missing feature fails, never skips.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn spawn(dir: &Path, truth: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("emulate")
+        .arg(dir)
+        .arg("--truth")
+        .arg(truth)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn quietwatt emulate")
+}
+
+/// Waits until the emulator serves `dir` (its powercap tree appears).
+fn wait_mounted(dir: &Path, child: &mut Child) {
+    let t0 = Instant::now();
+    while !dir.join("sys/class/powercap").exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("quietwatt emulate exited with {status} before mounting (FUSE needed, as root)");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no mount after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits up to `limit` for the child to exit.
+fn exits_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn truth_domains(truth: &Path) -> usize {
+    let text = std::fs::read_to_string(truth).expect("the ground truth file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("ground truth JSON");
+    v["domains"].as_array().expect("domains").len()
+}
+
+#[test]
+fn sigterm_unmounts_and_writes_the_ground_truth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, truth) = (tmp.path().join("emu"), tmp.path().join("truth.json"));
+    let mut child = spawn(&dir, &truth);
+    wait_mounted(&dir, &mut child);
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = exits_within(&mut child, Duration::from_secs(5));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(!dir.exists(), "the directory it created is left behind");
+    assert!(truth_domains(&truth) >= 4);
+}
+
+#[test]
+fn an_unmount_by_someone_else_stops_the_emulator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, truth) = (tmp.path().join("emu"), tmp.path().join("truth.json"));
+    let mut child = spawn(&dir, &truth);
+    wait_mounted(&dir, &mut child);
+    // SAFETY: umount2 with a valid NUL-terminated path; detaches our own mount.
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let rc = unsafe { libc::umount2(path.as_ptr(), 0) };
+    assert_eq!(rc, 0, "umount: {}", std::io::Error::last_os_error());
+    let status = exits_within(&mut child, Duration::from_secs(5));
+    if status.is_none() {
+        let _ = child.kill();
+        panic!("quietwatt emulate still runs 5 s after its mount went away");
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.unwrap().success(), "{err}");
+    assert!(err.contains("unmounted by someone else"), "{err}");
+    assert!(
+        truth_domains(&truth) >= 4,
+        "the ground truth is still written"
+    );
+}
