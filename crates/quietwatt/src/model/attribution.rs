@@ -150,6 +150,23 @@ impl Attributor {
     }
 }
 
+/// count × the cost's joules per event, unless its 95 % interval spans zero: then the
+/// model cannot tell the event's energy from none, and it is not priced (`Err` holds
+/// the sentence that says so).
+fn priced_joules(
+    c: &super::file::EventCost,
+    count: u64,
+    what: &str,
+) -> std::result::Result<Option<f64>, String> {
+    match (c.total_joules_per_event, c.total_joules_ci) {
+        (Some(_), Some([lo, hi])) if lo <= 0.0 && hi >= 0.0 => Err(format!(
+            "the energy of {what} is not priced: the model's energy per event is indistinguishable from zero (95 % CI [{:.3e}, {:.3e}] J)",
+            lo, hi
+        )),
+        (j, _) => Ok(j.map(|j| j * count as f64)),
+    }
+}
+
 /// Prices `counts` (the command's events) and `wakeups` (every CPU's idle exits while
 /// it ran, or why they could not be counted) with `model`.
 pub fn estimate(
@@ -160,14 +177,19 @@ pub fn estimate(
 ) -> Attribution {
     let mut estimates = Vec::new();
     let mut notes = Vec::new();
-    let price = |count: u64, event: SoftwareEvent, f: Family, s: &str| {
+    let mut unpriced = Vec::new();
+    let mut price = |count: u64, event: SoftwareEvent, f: Family, s: &str| {
         model.cost(f, s).map(|c| Estimate {
             event: event.name().to_string(),
             count,
             cost_from: format!("{}/{}", f.name(), s),
             seconds_per_event: c.seconds_per_event,
             seconds: count as f64 * c.seconds_per_event,
-            joules: c.total_joules_per_event.map(|j| j * count as f64),
+            joules: priced_joules(c, count, &format!("{} ({}/{})", event.name(), f.name(), s))
+                .unwrap_or_else(|why| {
+                    unpriced.push(why);
+                    None
+                }),
             alternative: None,
             scope: "command",
         })
@@ -199,13 +221,16 @@ pub fn estimate(
             )),
         }
     }
+    notes.append(&mut unpriced);
     let own = |e: &&Estimate| e.scope == "command";
     let total_seconds = estimates.iter().filter(own).map(|e| e.seconds).sum();
-    let total_joules = estimates
+    // The events whose energy is priced; an unpriced one is said in the notes.
+    let priced: Vec<f64> = estimates
         .iter()
         .filter(own)
-        .map(|e| e.joules)
-        .sum::<Option<f64>>();
+        .filter_map(|e| e.joules)
+        .collect();
+    let total_joules = (!priced.is_empty()).then(|| priced.iter().sum());
     match wakeups {
         Ok(n) => match model.cost(Family::Wakeup, "wakeup") {
             Some(c) => estimates.push(Estimate {
@@ -214,7 +239,10 @@ pub fn estimate(
                 cost_from: "wakeup/wakeup".into(),
                 seconds_per_event: c.seconds_per_event,
                 seconds: n as f64 * c.seconds_per_event,
-                joules: c.total_joules_per_event.map(|j| j * n as f64),
+                joules: priced_joules(c, n, "wake-ups from idle").unwrap_or_else(|why| {
+                    notes.push(why);
+                    None
+                }),
                 alternative: None,
                 scope: "system",
             }),
@@ -371,6 +399,29 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.contains("not counted: no cpuidle")));
+    }
+
+    #[test]
+    fn an_energy_cost_indistinguishable_from_zero_is_not_priced() {
+        let mut m = crate::model::file::tests::sample_model();
+        m.families[0].costs[0].total_joules_ci = Some([-1e-5, 7e-5]);
+        let a = estimate(&m, "m.json", &[(SoftwareEvent::MinorFaults, 1000)], Ok(0));
+        assert_eq!(
+            a.estimates[0].joules, None,
+            "no energy from a CI spanning 0"
+        );
+        assert!(
+            (a.estimates[0].seconds - 1000.0 * 1.5e-6).abs() < 1e-12,
+            "time still priced"
+        );
+        assert_eq!(a.total_joules, None);
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n.contains("indistinguishable from zero")),
+            "{:?}",
+            a.notes
+        );
     }
 
     #[test]
