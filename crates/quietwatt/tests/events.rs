@@ -235,20 +235,12 @@ fn the_recorded_csv_holds_the_faults_of_the_window_on_the_energy_clock() {
     assert!(totals.error.is_none(), "{:?}", totals.error);
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     assert!(text.starts_with("# tool: test\n"), "{text}");
-    let mut lines = text.lines().skip_while(|l| l.starts_with('#'));
-    assert_eq!(lines.next(), Some(HEADER));
-    let rows: Vec<(u64, u32, String, u64)> = lines
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(f.len(), 4, "{l}");
-            (
-                f[0].parse().unwrap(),
-                f[1].parse().unwrap(),
-                f[2].to_string(),
-                f[3].parse().unwrap(),
-            )
-        })
-        .collect();
+    assert_eq!(
+        text.lines().find(|l| !l.starts_with('#')),
+        Some(HEADER),
+        "the header follows the metadata"
+    );
+    let rows = parse_rows(&text);
     // One row per counter per read, timestamps never going back.
     assert_eq!(rows.len() as u64, totals.reads * channels as u64);
     assert!(rows.windows(2).all(|w| w[0].0 <= w[1].0));

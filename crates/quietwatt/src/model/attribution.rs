@@ -283,18 +283,20 @@ pub fn text(a: &Attribution) -> String {
         }
     );
     let j = |v: Option<f64>| v.map_or("-".into(), |j| format!("{j:.6} J"));
-    for e in a.estimates.iter().filter(|e| e.scope == "command") {
+    let line = |s: &mut String, e: &Estimate, tag: &str| {
         let _ = writeln!(
             s,
-            "    {:>10} {:<17} x {:.3} us ({}) = {:.6} s, {}   [{}]",
+            "    {:>10} {:<17} x {:.3} us ({}) = {:.6} s, {}   [{LABEL}{tag}]",
             e.count,
             e.event,
             e.seconds_per_event * 1e6,
             e.cost_from,
             e.seconds,
             j(e.joules),
-            LABEL
         );
+    };
+    for e in a.estimates.iter().filter(|e| e.scope == "command") {
+        line(&mut s, e, "");
         if let Some(alt) = &e.alternative {
             let _ = writeln!(
                 s,
@@ -314,18 +316,9 @@ pub fn text(a: &Attribution) -> String {
         j(a.total_joules),
         LABEL
     );
+    // After the total, and not in it: every CPU's events, not the command's.
     for e in a.estimates.iter().filter(|e| e.scope != "command") {
-        let _ = writeln!(
-            s,
-            "    {:>10} {:<17} x {:.3} us ({}) = {:.6} s, {}   [{}, ALL CPUs]",
-            e.count,
-            e.event,
-            e.seconds_per_event * 1e6,
-            e.cost_from,
-            e.seconds,
-            j(e.joules),
-            LABEL
-        );
+        line(&mut s, e, ", ALL CPUs");
     }
     for n in &a.notes {
         let _ = writeln!(s, "    note: {n}");
