@@ -6,6 +6,9 @@
 #   zlib1g-dev   libelf's compressed sections
 #   pkg-config   how libbpf-sys finds libelf and zlib
 #   make         libbpf-sys builds its vendored libbpf with it (build-essential has it)
+#   fonts-dejavu-core  the text of the PNG plots (lab::png draws sans-serif with
+#                DejaVu Sans; without any font the PNGs have no labels, and the
+#                test that checks their title cannot check it)
 # Idempotent: `apt-get update` runs only when something is missing.
 set -euo pipefail
 
@@ -20,6 +23,9 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 # libbpf-sys builds its vendored libbpf with make.
 command -v make >/dev/null 2>&1 || missing+=(make)
+# Not for the build itself: the PNG plots' labels. Checked by file, as fontconfig's
+# fc-list may be absent where the font is not.
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -40,7 +46,7 @@ fi
 echo "setup-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
-pkgs=(clang libelf-dev zlib1g-dev pkg-config)
+pkgs=(clang libelf-dev zlib1g-dev pkg-config fonts-dejavu-core)
 for extra in build-essential make; do
   if [[ " ${missing[*]} " == *" $extra "* ]]; then pkgs+=("$extra"); fi
 done

@@ -11,9 +11,11 @@
 //!   interleaved, recorded to a resumable CSV, analysed into the Appendix A table.
 //! - [`plot`]: box plots of run time per monitor and frequency, and lines against
 //!   the sampling frequency, as SVG.
+//! - [`png`](mod@png): those plots rasterized to PNG, for viewers that show no SVG.
 
 pub mod experiment;
 pub mod latency;
 pub mod plot;
+pub mod png;
 pub mod stats;
 pub mod workload;
