@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{mount, quietwatt, stderr, stdout};
+use common::{assert_png_beside, mount, quietwatt, stderr, stdout};
 use quietwatt_emulator::EmulatorConfig;
 use serde_json::Value;
 
@@ -249,6 +249,16 @@ fn a_tiny_plan_runs_interleaved_resumes_after_a_kill_and_reports() {
         }
         assert!(md.contains(&format!("(boxplot-{w}.svg)")), "{md}");
     }
+    // Every SVG plot has its PNG beside it.
+    let mut svgs = 0;
+    for entry in std::fs::read_dir(&out).expect("the output directory") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "svg") {
+            assert_png_beside(&path);
+            svgs += 1;
+        }
+    }
+    assert!(svgs >= 3, "2 box plots and the busy plot at least: {svgs}");
     // The idle workload against frequency: busy fraction always (from /proc/stat),
     // C-state residency where the kernel has cpuidle.
     let busy = std::fs::read_to_string(out.join("busy-idle_30_t1.svg")).expect("busy plot");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{mount, quietwatt, stderr, stdout};
+use common::{assert_png_beside, mount, quietwatt, stderr, stdout};
 use quietwatt_emulator::EmulatorConfig;
 use serde_json::Value;
 use std::path::Path;
@@ -89,6 +89,7 @@ fn pagefault_scenarios_cause_the_faults_they_claim_and_energy_fits_the_emulators
         3 * 4 * 2 + 3,
         "runs + legend"
     );
+    assert_png_beside(&dir.path().join("pf.pagefault.svg"));
     // Constant power: joules per fault = watts x seconds per fault, per domain and
     // in total (package + dram), within 5 %.
     let channels = v["energy"]["channels"].as_array().unwrap();

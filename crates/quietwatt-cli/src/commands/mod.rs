@@ -133,3 +133,41 @@ pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
         None => v["warnings"] = warnings.to_vec().into(),
     }
 }
+
+/// The PNG written beside each SVG plot (`plot.svg` → `plot.png`), for viewers that
+/// show no SVG. The fonts are loaded at the first plot, not before (most commands
+/// write none), and a missing font is said once, not once per plot.
+#[derive(Debug, Default)]
+pub struct PngPlots {
+    renderer: Option<quietwatt::lab::png::PngRenderer>,
+}
+
+impl PngPlots {
+    /// Renders `svg` to the PNG beside `svg_path` and returns the PNG's path. A
+    /// failure is a warning and `None`: the SVG has the same plot, so the command's
+    /// result stands.
+    pub fn write_beside(
+        &mut self,
+        svg: &str,
+        svg_path: &std::path::Path,
+    ) -> Option<std::path::PathBuf> {
+        let renderer = self.renderer.get_or_insert_with(|| {
+            let renderer = quietwatt::lab::png::PngRenderer::new();
+            if let Some(warning) = renderer.font_warning() {
+                eprintln!("quietwatt: warning: {warning}");
+            }
+            renderer
+        });
+        let path = svg_path.with_extension("png");
+        match renderer.write(svg, &path) {
+            Ok(()) => Some(path),
+            Err(e) => {
+                eprintln!(
+                    "quietwatt: warning: no PNG beside {} ({e}); the SVG has the same plot",
+                    svg_path.display()
+                );
+                None
+            }
+        }
+    }
+}

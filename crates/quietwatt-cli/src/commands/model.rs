@@ -197,6 +197,7 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
     let tty = std::io::stderr().is_terminal();
     crate::signals::install();
     let mut interrupted = false;
+    let mut pngs = super::PngPlots::default();
     for &family in families {
         eprintln!("quietwatt: model {}: calibrating...", family.name());
         let p = plan(family, &a)?;
@@ -249,7 +250,7 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
         }
         if let Some(f) = m.family(family) {
             print_family(&m, f);
-            write_plot(&a.output, f);
+            write_plot(&a.output, f, &mut pngs);
         }
         if interrupted {
             eprintln!(
@@ -267,20 +268,29 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
     })
 }
 
-/// `1.234 us [1.1, 1.3]`, scaled to a readable unit.
 /// Writes the family's time regression beside the model file (`model.json` →
-/// `model.pagefault.svg`); a plot that cannot be written is a warning, since the
-/// model itself is saved.
-fn write_plot(output: &std::path::Path, f: &quietwatt::model::file::FamilyModel) {
+/// `model.pagefault.svg`, and `model.pagefault.png` beside it); a plot that cannot
+/// be written is a warning, since the model itself is saved.
+fn write_plot(
+    output: &std::path::Path,
+    f: &quietwatt::model::file::FamilyModel,
+    pngs: &mut super::PngPlots,
+) {
     let Some(svg) = quietwatt::model::plot::time_svg(f) else {
         return;
     };
     let path = output.with_extension(format!("{}.svg", f.family.name()));
-    match std::fs::write(&path, svg) {
-        Ok(()) => eprintln!(
-            "quietwatt: plot of the time fits written to {}",
-            path.display()
-        ),
+    match std::fs::write(&path, &svg) {
+        Ok(()) => {
+            let png = pngs
+                .write_beside(&svg, &path)
+                .map(|p| format!(" and {}", p.display()))
+                .unwrap_or_default();
+            eprintln!(
+                "quietwatt: plot of the time fits written to {}{png}",
+                path.display()
+            );
+        }
         Err(e) => eprintln!(
             "quietwatt: warning: cannot write the plot {} ({e}); the model file has the data: free space or choose another --output directory to get the plot",
             path.display()
@@ -288,6 +298,7 @@ fn write_plot(output: &std::path::Path, f: &quietwatt::model::file::FamilyModel)
     }
 }
 
+/// `1.234 us [1.1, 1.3]`, scaled to a readable unit.
 fn si(v: f64, ci: [f64; 2], unit: &str) -> String {
     let scale = [(1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")]
         .into_iter()

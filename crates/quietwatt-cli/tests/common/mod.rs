@@ -87,3 +87,57 @@ pub fn stdout(o: &Output) -> String {
 pub fn tolerance(expected_j: f64, watts: f64) -> f64 {
     (expected_j * 0.005).max(watts * 0.001)
 }
+
+/// Checks that the SVG plot at `svg_path` has its PNG beside it (`plot.png`): the
+/// PNG signature, an IHDR of twice the SVG's `width` and `height` (the renderer's
+/// scale), a complete image that decodes, and a plot rather than a blank page.
+pub fn assert_png_beside(svg_path: &Path) {
+    let svg =
+        std::fs::read_to_string(svg_path).unwrap_or_else(|e| panic!("{}: {e}", svg_path.display()));
+    let root = &svg[..svg.find('>').expect("the <svg> element")];
+    let attr = |name: &str| -> u32 {
+        let key = format!(" {name}=\"");
+        let start = root
+            .find(&key)
+            .unwrap_or_else(|| panic!("no {name}: {root}"))
+            + key.len();
+        let len = root[start..].find('"').expect("closing quote");
+        root[start..start + len]
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {e}: {root}"))
+    };
+    let (w, h) = (attr("width"), attr("height"));
+    let png_path = svg_path.with_extension("png");
+    let bytes = std::fs::read(&png_path)
+        .unwrap_or_else(|e| panic!("no PNG beside {}: {e}", svg_path.display()));
+    let name = png_path.display();
+    assert!(bytes.len() > 33, "{name}: {} bytes", bytes.len());
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{name}: PNG signature");
+    // The first chunk: its length (13), "IHDR", then width and height, big-endian.
+    assert_eq!(&bytes[8..16], b"\0\0\0\x0dIHDR", "{name}: IHDR first");
+    let be = |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    assert_eq!(
+        (be(16), be(20)),
+        (2 * w, 2 * h),
+        "{name}: 2x the SVG's {w}x{h}"
+    );
+    assert!(
+        bytes.ends_with(b"IEND\xae\x42\x60\x82"),
+        "{name}: truncated"
+    );
+    let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes))
+        .read_info()
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut buf = vec![0; reader.output_buffer_size().expect("a size that fits")];
+    let frame = reader
+        .next_frame(&mut buf)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let pixels = &buf[..frame.buffer_size()];
+    let step = frame.color_type.samples();
+    let colours: std::collections::HashSet<&[u8]> = pixels.chunks(step).collect();
+    assert!(
+        colours.len() >= 3,
+        "{name}: {} colours: blank",
+        colours.len()
+    );
+}
