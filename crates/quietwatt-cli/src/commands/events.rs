@@ -4,6 +4,7 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT, USAGE};
+use quietwatt::events::power_profile::EnergySampler;
 use quietwatt::events::recorder::DEFAULT_HZ;
 use quietwatt::events::summary::EventSummary;
 use quietwatt::events::wakeup::{self, WakeupConfig, WakeupReport};
@@ -293,13 +294,38 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
         count: args.count,
         root: env.root.clone(),
     };
-    let profile = match source::open(&env.root, None, &Selection::all()) {
-        Err(e) => format!("no energy source with sub-ms resolution here (no RAPL opens: {e}); no power profile around the wake-up"),
-        Ok(_) if env.is_emulated() => "no energy source with sub-ms resolution here (the RAPL source is EMULATED); no power profile around the wake-up".into(),
-        Ok(s) => format!(
-            "no energy source with sub-ms resolution here: RAPL ({}) updates about every 1 ms, longer than a wake-up; paper 004 used a 2 µs external meter",
-            s.mechanism()
+    // The power around the wake-up: the caller reads the energy counters while it
+    // waits (see quietwatt::events::power_profile), every 50 µs.
+    let seconds = config.interval.as_secs_f64() * (config.count + 1) as f64;
+    let (profile, energy) = match source::open(&env.root, None, &Selection::all()) {
+        Err(e) => (
+            format!(
+                "no energy source here (no RAPL opens: {e}); no power profile around the wake-up"
+            ),
+            None,
         ),
+        Ok(s) => {
+            let label = format!(
+                "{}{}",
+                s.mechanism(),
+                if env.is_emulated() { ", EMULATED" } else { "" }
+            );
+            let line = format!(
+                "{label}: read by the caller every 50 µs between signals; RAPL moves about once a millisecond, so the profile is the power averaged over one update interval (not the µs of the exit itself: paper 004 used a 2 µs external meter){}",
+                if env.is_emulated() {
+                    "; EMULATED: the emulator's power does not react to wake-ups, so the profile is flat by construction"
+                } else {
+                    ""
+                }
+            );
+            let sampler = EnergySampler::new(
+                quietwatt::meter::Meter::new(s),
+                Duration::from_micros(50),
+                seconds,
+                label,
+            );
+            (line, Some(sampler))
+        }
     };
     eprintln!(
         "quietwatt: bench wakeup: caller on CPU {}, callee on CPU {}, {} wake-ups every {} ms, callee busy {} µs (about {:.1} s)",
@@ -310,7 +336,7 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
         args.busy_us,
         config.interval.as_secs_f64() * config.count as f64
     );
-    let r = wakeup::run(&config, profile)?;
+    let r = wakeup::run(&config, profile, energy)?;
     if args.json {
         println!("{}", serde_json::to_string(&r).unwrap_or_default());
     } else {
@@ -371,4 +397,51 @@ fn print_wakeup(r: &WakeupReport) {
         println!("mixed: entries into more than one state; none: the CPU was not in a cpuidle state at the signal");
     }
     println!("power profile: {}", r.power_profile);
+    if let Some(p) = &r.profile {
+        print_profile(p);
+    }
+}
+
+/// The profile as a table: one row per bin, with a bar relative to the mean.
+fn print_profile(p: &quietwatt::events::power_profile::PowerProfile) {
+    let mean = p.mean_w.unwrap_or(0.0);
+    println!(
+        "  {} reads, {} counter changes (median {} µs apart), slowest read {:.1} µs; mean {:.3} W{}",
+        p.samples,
+        p.changes,
+        p.update_us.map_or("-".into(), |u| format!("{u:.0}")),
+        p.slowest_read_us,
+        mean,
+        if p.dropped > 0 {
+            format!("; {} changes DROPPED (buffer full)", p.dropped)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(e) = &p.error {
+        println!("  sampling stopped early: {e}");
+    }
+    println!(
+        "  {:>8} {:>8} {:>10} {:>9}",
+        "from us", "to us", "mean W", "vs mean"
+    );
+    for b in &p.bins {
+        match b.mean_w {
+            Some(w) => println!(
+                "  {:>8.0} {:>8.0} {:>10.3} {:>+8.2}%",
+                b.from_us,
+                b.to_us,
+                w,
+                if mean > 0.0 {
+                    (w / mean - 1.0) * 100.0
+                } else {
+                    0.0
+                }
+            ),
+            None => println!(
+                "  {:>8.0} {:>8.0} {:>10} {:>9}",
+                b.from_us, b.to_us, "-", "-"
+            ),
+        }
+    }
 }

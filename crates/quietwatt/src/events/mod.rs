@@ -27,6 +27,7 @@ pub mod cpuidle;
 pub mod cstate;
 pub mod faults;
 pub mod full_trace;
+pub mod power_profile;
 pub mod recorder;
 pub mod sched;
 pub mod summary;

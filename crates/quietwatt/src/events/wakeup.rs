@@ -24,6 +24,7 @@
 //! callee sleeps in `FUTEX_WAIT` until the word changes.
 
 use super::cpuidle::CpuidleStates;
+use super::power_profile::{EnergySampler, PowerProfile};
 use super::{pread_u64, EventsError, Result};
 use crate::meter::monotonic_ns;
 use crate::root::SysRoot;
@@ -140,6 +141,8 @@ pub struct WakeupReport {
     pub bpf_note: Option<String>,
     /// What the power profile around the wake-up could or could not use.
     pub power_profile: String,
+    /// The power around the wake-up, when an energy source was sampled.
+    pub profile: Option<PowerProfile>,
 }
 
 /// How long the caller waits for the callee to run before it counts the wake-up as
@@ -195,6 +198,28 @@ fn spin_until(t_ns: u64) {
     }
 }
 
+/// [`spin_until`], reading the energy counters meanwhile when a sampler is given.
+fn spin_sampling(t_ns: u64, energy: &mut Option<EnergySampler>) {
+    let Some(e) = energy.as_mut() else {
+        return spin_until(t_ns);
+    };
+    loop {
+        let now = monotonic_ns();
+        if now >= t_ns {
+            return;
+        }
+        e.poll(now);
+        std::hint::spin_loop();
+    }
+}
+
+/// The profile window: from 2 ms before the signal to 6 ms after, in 250 µs bins.
+pub const PROFILE_BEFORE: Duration = Duration::from_millis(2);
+/// See [`PROFILE_BEFORE`].
+pub const PROFILE_AFTER: Duration = Duration::from_millis(6);
+/// See [`PROFILE_BEFORE`].
+pub const PROFILE_BIN: Duration = Duration::from_micros(250);
+
 /// Percentile of sorted values (nearest rank).
 fn pick(sorted: &[u64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -225,9 +250,14 @@ pub fn stats(reached: &str, ns: &[u64]) -> LatencyStats {
     }
 }
 
-/// Runs the experiment. `power_profile` is the sentence the report carries about the
+/// Runs the experiment, sampling `energy` in the caller's waits when given (see
+/// [`super::power_profile`]). `power_profile` is the sentence the report carries about the
 /// energy source (the CLI decides it: it knows which source opens here).
-pub fn run(config: &WakeupConfig, power_profile: String) -> Result<WakeupReport> {
+pub fn run(
+    config: &WakeupConfig,
+    power_profile: String,
+    mut energy: Option<EnergySampler>,
+) -> Result<WakeupReport> {
     if config.caller_cpu == config.callee_cpu {
         return Err(EventsError::Recorder {
             what: format!(
@@ -348,9 +378,25 @@ pub fn run(config: &WakeupConfig, power_profile: String) -> Result<WakeupReport>
             let mut tp = vec![None; n];
             // Let the callee reach its first wait.
             let t0 = monotonic_ns() + interval_ns;
+            // When profiling, move each signal by a pseudo-random 0..1 ms (at most half
+            // an interval): with a fixed interval of whole milliseconds every signal
+            // would fall at the same phase of RAPL's ~1 ms updates, and the profile's
+            // equivalent-time average needs them at every phase.
+            let spread = if energy.is_some() {
+                (interval_ns / 2).min(1_000_000)
+            } else {
+                0
+            };
+            let jitter = |i: usize| -> u64 {
+                // splitmix64 of the index: reproducible, no state to carry.
+                let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                (z ^ (z >> 31)) % spread.max(1)
+            };
             read_usage(&mut post)?;
             for (i, d) in deltas.iter_mut().enumerate() {
-                spin_until(t0 + i as u64 * interval_ns);
+                spin_sampling(t0 + i as u64 * interval_ns + jitter(i), &mut energy);
                 read_usage(&mut pre)?;
                 for j in 0..k {
                     d[k + j] = pre[j].saturating_sub(post[j]);
@@ -362,7 +408,14 @@ pub fn run(config: &WakeupConfig, power_profile: String) -> Result<WakeupReport>
                 signal[i] = t;
                 // Bounded: a callee that never runs is a lost wake-up, not a hang.
                 let give_up = t + LOST_AFTER.as_nanos() as u64;
-                while run_ns[i].load(Ordering::Acquire) == 0 && monotonic_ns() < give_up {
+                loop {
+                    let now = monotonic_ns();
+                    if run_ns[i].load(Ordering::Acquire) != 0 || now >= give_up {
+                        break;
+                    }
+                    if let Some(e) = energy.as_mut() {
+                        e.poll(now);
+                    }
                     std::hint::spin_loop();
                 }
                 read_usage(&mut post)?;
@@ -457,6 +510,10 @@ pub fn run(config: &WakeupConfig, power_profile: String) -> Result<WakeupReport>
     } else {
         wakeups.iter().map(|w| w.idle_entries).sum::<u64>() as f64 / wakeups.len() as f64
     };
+    let profile = energy.map(|e| {
+        let signals: Vec<u64> = wakeups.iter().map(|w| w.signal_ns).collect();
+        e.profile(&signals, PROFILE_BEFORE, PROFILE_AFTER, PROFILE_BIN)
+    });
     Ok(WakeupReport {
         caller_cpu: config.caller_cpu,
         callee_cpu: config.callee_cpu,
@@ -475,6 +532,7 @@ pub fn run(config: &WakeupConfig, power_profile: String) -> Result<WakeupReport>
         classified_by,
         agree,
         bpf_note,
+        profile,
         power_profile,
     })
 }

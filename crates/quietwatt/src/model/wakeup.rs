@@ -76,7 +76,7 @@ impl Scenario for WakeupScenario {
         };
         probe.begin()?;
         let t0 = Instant::now();
-        let report = wakeup::run(&config, String::new()).map_err(|e| Error::Scenario {
+        let report = wakeup::run(&config, String::new(), None).map_err(|e| Error::Scenario {
             what: "run the wake-up experiment".into(),
             source: io::Error::other(e.to_string()),
         })?;
