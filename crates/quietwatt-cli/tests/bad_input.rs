@@ -138,6 +138,24 @@ fn doctor_passes_on_an_emulated_machine() {
     let o = quietwatt(m.root(), &["doctor"]);
     assert_eq!(code(&o), 0, "{}", stdout(&o));
     assert!(stdout(&o).contains("[ ok ] powercap"), "{}", stdout(&o));
+    // One mechanism at a time, as `run --mechanism` takes them.
+    for mech in ["msr", "powercap"] {
+        let o = quietwatt(m.root(), &["doctor", "--mechanism", mech]);
+        assert_eq!(code(&o), 0, "{}", stdout(&o));
+        let diagnosed = stdout(&o).lines().filter(|l| l.starts_with('[')).count();
+        assert_eq!(diagnosed, 1, "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains(&format!("[ ok ] {mech}")),
+            "{}",
+            stdout(&o)
+        );
+        let o = quietwatt(m.root(), &["list", "--mechanism", mech, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("list --json");
+        let ms = v["mechanisms"].as_array().unwrap();
+        assert_eq!(ms.len(), 1, "{v}");
+        assert_eq!(ms[0]["mechanism"], mech);
+        assert_eq!(ms[0]["counters_move"], true, "{v}");
+    }
 }
 
 #[test]
@@ -156,6 +174,12 @@ fn counters_that_never_move_are_no_rapl_for_doctor_and_emulate_auto() {
     assert!(out.contains("[fail] powercap"), "{out}");
     assert!(out.contains("none of these counters changed"), "{out}");
     assert_eq!(code(&o), 69, "{out}");
+    let o = quietwatt(m.root(), &["list", "--mechanism", "powercap"]);
+    assert!(
+        stdout(&o).contains("none of its counters changed"),
+        "{}",
+        stdout(&o)
+    );
     // `--emulate auto` (the quick start) falls back to the built-in emulator, loudly.
     let o = quietwatt(
         m.root(),

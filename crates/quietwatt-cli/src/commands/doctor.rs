@@ -3,6 +3,7 @@
 use crate::emulated::Environment;
 use crate::exit::{Failure, NO_RAPL};
 use quietwatt::doctor::diagnose;
+use quietwatt::source::Mechanism;
 use std::process::ExitCode;
 
 /// Arguments of `doctor`.
@@ -11,11 +12,18 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Diagnose this mechanism only (default: every one).
+    #[arg(short, long)]
+    mechanism: Option<Mechanism>,
 }
 
-/// Diagnoses every mechanism; fails (exit 69) when none can measure.
+/// Diagnoses every mechanism (or the one asked for); fails (exit 69) when none of
+/// them can measure.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
-    let d = diagnose(&env.root);
+    let mut d = diagnose(&env.root);
+    if let Some(m) = args.mechanism {
+        d.retain(|x| x.mechanism == m);
+    }
     let any = d.iter().any(|d| d.works);
     if args.json {
         let out = serde_json::json!({"root": env.root.dir(), "emulated": env.is_emulated(), "can_measure": any, "mechanisms": d});
@@ -33,10 +41,16 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             }
         }
         println!();
-        if any {
-            println!("quietwatt can measure here.");
-        } else {
-            println!("quietwatt cannot measure here: no mechanism works (see the fixes above).");
+        match (any, args.mechanism) {
+            (true, None) => println!("quietwatt can measure here."),
+            (true, Some(m)) => println!("quietwatt can measure here through {}.", m.name()),
+            (false, None) => println!(
+                "quietwatt cannot measure here: no mechanism works (see the fixes above)."
+            ),
+            (false, Some(m)) => println!(
+                "quietwatt cannot measure here through {} (see the fix above; `quietwatt doctor` checks the others).",
+                m.name()
+            ),
         }
     }
     if any {
