@@ -512,7 +512,10 @@ fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
     );
     // The trace and the counters count the same kernel events: per CPU, the traced
     // faults equal the counted ones up to the events of the edges (the counters
-    // start at the priming read, the trace when the program is attached).
+    // start at the priming read, the trace when the program is attached), less the
+    // rare fault taken while a BPF syscall runs on that CPU: the kernel counts it but
+    // skips the program (bpf_overflow_handler's bpf_prog_active check; other tests
+    // here load BPF programs concurrently: CI saw 3 056 traced of 3 058 counted).
     for &cpu in &cpus {
         let counted = totals.get(cpu, Event::PageFaultsMin).unwrap();
         let seen = traced
@@ -520,7 +523,7 @@ fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
             .filter(|r| r.1 == cpu && r.2 == "trace:page_faults_min")
             .count() as u64;
         assert!(
-            seen >= counted && seen <= counted + counted / 10 + 500,
+            seen + counted / 100 + 10 >= counted && seen <= counted + counted / 10 + 500,
             "CPU {cpu}: {seen} traced minor faults vs {counted} counted"
         );
     }
