@@ -246,6 +246,33 @@ fn run_with_a_model_reports_labelled_estimates() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("MODEL ESTIMATE"), "{}", stderr(&o));
     assert!(stderr(&o).contains("[model estimate]"), "{}", stderr(&o));
+    // `model validate` on the same model: three variants, ODPA and COW faulting
+    // once per output page and NPF not at all, and its plot beside the model file.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "model", "validate", "--model", file, "--reps", "2", "--size", "512", "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(stdout(&o).trim()).expect("validation JSON");
+    let variants = r["variants"].as_array().unwrap();
+    let names: Vec<&str> = variants
+        .iter()
+        .map(|v| v["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["npf", "odpa", "cow"]);
+    let pages = (512.0 * 512.0 / 4096.0_f64).ceil();
+    assert!(variants[0]["faults"].as_f64().unwrap() < 8.0, "{r}");
+    for v in &variants[1..] {
+        let f = v["faults"].as_f64().unwrap();
+        assert!(f >= pages && f <= pages * 1.1 + 8.0, "{v}");
+        assert_eq!(v["run_seconds"].as_array().unwrap().len(), 2, "{v}");
+    }
+    let plot = out.with_extension("validation.svg");
+    let svg = std::fs::read_to_string(&plot).expect("the validation plot");
+    assert_eq!(svg.matches("<g class=\"series\"").count(), 3);
+    assert_png_beside(&plot);
     // A file that is not a model is refused as bad input.
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{}").unwrap();

@@ -389,6 +389,25 @@ fn validate_cmd(env: &Environment, a: ValidateArgs) -> Result<ExitCode, Failure>
     let (mut probe, energy_line) = probe(env);
     eprintln!("quietwatt: model validate: {energy_line}");
     let r = validate::run(&m, a.size, a.reps, &mut probe).map_err(model_failure)?;
+    // The plot goes beside the model file: `model.json` → `model.validation.svg`/.png.
+    let svg = validate::plot_svg(&r);
+    let path = a.model.with_extension("validation.svg");
+    match std::fs::write(&path, &svg) {
+        Ok(()) => {
+            let png = super::PngPlots::default()
+                .write_beside(&svg, &path)
+                .map(|p| format!(" and {}", p.display()))
+                .unwrap_or_default();
+            eprintln!(
+                "quietwatt: plot of the validation written to {}{png}",
+                path.display()
+            );
+        }
+        Err(e) => eprintln!(
+            "quietwatt: warning: cannot write the plot {} ({e}); the figures are below",
+            path.display()
+        ),
+    }
     if a.json {
         println!("{}", serde_json::to_string(&r).unwrap_or_default());
     } else {

@@ -52,6 +52,8 @@ pub struct VariantResult {
     pub measured_s_per_fault: Option<f64>,
     /// The model's seconds per event.
     pub model_s_per_fault: Option<f64>,
+    /// Every run's time, seconds, in run order (for the plot).
+    pub run_seconds: Vec<f64>,
 }
 
 /// The validation's outcome.
@@ -219,6 +221,7 @@ pub fn run(
                 energy_error: e_j.zip(m_j).and_then(|(e, m)| err(e, m)),
                 measured_s_per_fault: m_t.filter(|_| extra_faults > 0.0).map(|m| m / extra_faults),
                 model_s_per_fault: cost.map(|c| c.seconds_per_event),
+                run_seconds: got[i].iter().map(|m| m.seconds).collect(),
             }
         })
         .collect();
@@ -274,4 +277,79 @@ pub fn table(r: &ValidationReport) -> String {
         );
     }
     s
+}
+
+/// The validation drawn: the application's run times per variant (box plots), each
+/// label carrying the extra time over NPF the model predicts (E) and the one
+/// measured (M), medians.
+pub fn plot_svg(r: &ValidationReport) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:+.2} ms", s * 1e3));
+    let series: Vec<crate::lab::plot::Series> = r
+        .variants
+        .iter()
+        .map(|v| crate::lab::plot::Series {
+            // Wrapped by the plot before each '(': one short line each.
+            label: if v.variant == "npf" {
+                "npf (baseline)".to_string()
+            } else {
+                format!(
+                    "{} (E {}) (M {})",
+                    v.variant,
+                    ms(v.predicted_extra_s),
+                    ms(v.measured_extra_s)
+                )
+            },
+            values: v.run_seconds.iter().map(|s| s * 1e3).collect(),
+        })
+        .collect();
+    crate::lab::plot::boxplot_svg(
+        "validation (E model, M measured)",
+        "time per run (ms)",
+        &series,
+    )
+}
+
+#[cfg(test)]
+mod plot_tests {
+    use super::*;
+
+    #[test]
+    fn the_plot_has_a_box_per_variant_with_both_extras_in_its_label() {
+        let v = |name: &str, e: Option<f64>, m: Option<f64>, runs: &[f64]| VariantResult {
+            variant: name.into(),
+            runs: runs.len(),
+            faults: 0.0,
+            seconds: 0.0,
+            joules: None,
+            measured_extra_s: m,
+            predicted_extra_s: e,
+            time_error: None,
+            measured_extra_j: None,
+            predicted_extra_j: None,
+            energy_error: None,
+            measured_s_per_fault: None,
+            model_s_per_fault: None,
+            run_seconds: runs.to_vec(),
+        };
+        let r = ValidationReport {
+            application: "a".into(),
+            emulated: false,
+            variants: vec![
+                v("npf", None, None, &[0.010, 0.011, 0.012]),
+                v("odpa", Some(0.0074), Some(0.0084), &[0.018, 0.019, 0.020]),
+                v("cow", Some(0.0134), Some(0.0157), &[0.025, 0.026, 0.024]),
+            ],
+        };
+        let svg = plot_svg(&r);
+        assert_eq!(svg.matches("<g class=\"series\"").count(), 3, "{svg}");
+        for want in [
+            "npf",
+            "(E +7.40 ms)",
+            "(M +8.40 ms)",
+            "(E +13.40 ms)",
+            "(M +15.70 ms)",
+        ] {
+            assert!(svg.contains(want), "{want} missing");
+        }
+    }
 }
