@@ -47,6 +47,25 @@ pub use error::{Error, Result};
 pub use root::SysRoot;
 pub use units::{EnergyUnit, Joules, Watts};
 
+/// Declares `mod skel` holding the skeleton that `build.rs` generated for
+/// `src/bpf/NAME.bpf.c` (libbpf-cargo: the C structs as Rust types, the object
+/// embedded). Generated code: the crate's lints do not apply to it.
+macro_rules! bpf_skeleton {
+    ($name:literal) => {
+        #[allow(
+            dead_code,
+            missing_docs,
+            unused_qualifications,
+            clippy::all,
+            clippy::pedantic,
+            unsafe_op_in_unsafe_fn
+        )]
+        mod skel {
+            include!(concat!(env!("OUT_DIR"), "/", $name, ".skel.rs"));
+        }
+    };
+}
+
 pub mod adaptive;
 pub mod bench;
 pub mod command;

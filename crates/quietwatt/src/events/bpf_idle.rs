@@ -24,17 +24,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-#[allow(
-    dead_code,
-    missing_docs,
-    unused_qualifications,
-    clippy::all,
-    clippy::pedantic,
-    unsafe_op_in_unsafe_fn
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/cpu_idle.skel.rs"));
-}
+bpf_skeleton!("cpu_idle");
 
 use skel::CpuIdleSkelBuilder;
 

@@ -30,17 +30,7 @@ use std::io::Write;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 
-#[allow(
-    dead_code,
-    missing_docs,
-    unused_qualifications,
-    clippy::all,
-    clippy::pedantic,
-    unsafe_op_in_unsafe_fn
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/event_trace.skel.rs"));
-}
+bpf_skeleton!("event_trace");
 
 use skel::EventTraceSkelBuilder;
 

@@ -40,17 +40,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
-#[allow(
-    dead_code,
-    missing_docs,
-    unused_qualifications,
-    clippy::all,
-    clippy::pedantic,
-    unsafe_op_in_unsafe_fn
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/sampler.skel.rs"));
-}
+bpf_skeleton!("sampler");
 
 use skel::{types, SamplerSkel, SamplerSkelBuilder};
 
