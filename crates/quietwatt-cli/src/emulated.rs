@@ -2,7 +2,7 @@
 //! quietwatt's built-in emulator mounted for the duration of the command.
 
 use crate::exit::{Failure, NO_RAPL};
-use quietwatt::source::{advances, probe_all, LIVENESS_WINDOW};
+use quietwatt::source::{probe_all, Probe};
 use quietwatt::SysRoot;
 use quietwatt_emulator::{Emulator, EmulatorConfig};
 use std::path::Path;
@@ -37,9 +37,7 @@ impl Environment {
             When::On => true,
             // A mechanism that opens but whose counters never move (a hypervisor's
             // constant RAPL events) cannot measure either.
-            When::Auto => !probe_all(&root).iter().any(|p| {
-                p.result.is_ok() && advances(&root, p.mechanism, LIVENESS_WINDOW).unwrap_or(false)
-            }),
+            When::Auto => !probe_all(&root).iter().any(Probe::measures),
         };
         if !need {
             let served = served_by_emulator(root.dir());

@@ -3,7 +3,7 @@
 use crate::cpuinfo::CpuInfo;
 use crate::error::Error;
 use crate::root::SysRoot;
-use crate::source::{advances, probe, Mechanism, LIVENESS_WINDOW};
+use crate::source::{probe_all, Mechanism, Probe, LIVENESS_WINDOW};
 use serde::Serialize;
 
 /// The verdict on one mechanism.
@@ -32,25 +32,33 @@ pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
     let vm = is_virtual_machine(root);
     let no_rapl_vm = "this is a virtual machine and its hypervisor does not expose RAPL: \
                       measure on bare metal, or use `quietwatt --emulate on` to try quietwatt against its emulator";
-    let mut perf_live: Option<Option<bool>> = None;
-    let found: Vec<Diagnosis> = Mechanism::ALL
+    probe_all(root)
         .into_iter()
-        .map(|m| match m {
-            Mechanism::Powercap => {
-                let p = probe(root, m);
-                match p.result {
-                    Ok(ch) => Diagnosis {
-                        mechanism: m,
-                        works: true,
-                        finding: format!(
-                            "{} zone(s) readable under {}",
-                            ch.len(),
-                            root.path("/sys/class/powercap").display()
-                        ),
-                        fix: None,
-                    },
-                    Err(e) => {
-                        let fix = match &e {
+        .map(|p| {
+            let moves = p.moves;
+            let d = diagnose_one(root, p, vm, no_rapl_vm);
+            frozen(d, moves, vm, no_rapl_vm)
+        })
+        .collect()
+}
+
+/// The verdict on one probed mechanism, from what opening and reading it said.
+fn diagnose_one(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> Diagnosis {
+    let m = p.mechanism;
+    match m {
+        Mechanism::Powercap => match p.result {
+            Ok(ch) => Diagnosis {
+                mechanism: m,
+                works: true,
+                finding: format!(
+                    "{} zone(s) readable under {}",
+                    ch.len(),
+                    root.path("/sys/class/powercap").display()
+                ),
+                fix: None,
+            },
+            Err(e) => {
+                let fix = match &e {
                             Error::Permission { fix, .. } => fix.clone(),
                             Error::NoDomains { .. } if vm => no_rapl_vm.to_string(),
                             Error::NoDomains { .. } => {
@@ -58,25 +66,23 @@ pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
                             }
                             _ => "see the error above".into(),
                         };
-                        Diagnosis {
-                            mechanism: m,
-                            works: false,
-                            finding: e.to_string(),
-                            fix: Some(fix),
-                        }
-                    }
+                Diagnosis {
+                    mechanism: m,
+                    works: false,
+                    finding: e.to_string(),
+                    fix: Some(fix),
                 }
             }
-            Mechanism::Perf => {
-                let pmu = root.path("/sys/bus/event_source/devices/power");
-                let has_energy = pmu_lists_energy_events(&pmu);
-                let paranoid = root
-                    .read_trimmed("/proc/sys/kernel/perf_event_paranoid")
-                    .ok()
-                    .and_then(|s| s.parse::<i32>().ok())
-                    .map_or("unknown".into(), |p| p.to_string());
-                let p = probe(root, m);
-                match p.result {
+        },
+        Mechanism::Perf => {
+            let pmu = root.path("/sys/bus/event_source/devices/power");
+            let has_energy = pmu_lists_energy_events(&pmu);
+            let paranoid = root
+                .read_trimmed("/proc/sys/kernel/perf_event_paranoid")
+                .ok()
+                .and_then(|s| s.parse::<i32>().ok())
+                .map_or("unknown".into(), |p| p.to_string());
+            match p.result {
                     Ok(ch) => Diagnosis {
                         mechanism: m,
                         works: true,
@@ -115,24 +121,23 @@ pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
                         }
                     }
                 }
-            }
-            Mechanism::Ebpf | Mechanism::PerfRing => diagnose_in_kernel(root, m, vm, no_rapl_vm),
-            Mechanism::Msr => {
-                let dev = root.path("/dev/cpu/0/msr");
-                let p = probe(root, m);
-                match p.result {
-                    Ok(ch) => Diagnosis {
-                        mechanism: m,
-                        works: true,
-                        finding: format!(
-                            "{} register(s) readable through {}",
-                            ch.len(),
-                            root.path("/dev/cpu/*/msr").display()
-                        ),
-                        fix: None,
-                    },
-                    Err(e) => {
-                        let fix = match &e {
+        }
+        Mechanism::Ebpf | Mechanism::PerfRing => diagnose_in_kernel(root, p, vm, no_rapl_vm),
+        Mechanism::Msr => {
+            let dev = root.path("/dev/cpu/0/msr");
+            match p.result {
+                Ok(ch) => Diagnosis {
+                    mechanism: m,
+                    works: true,
+                    finding: format!(
+                        "{} register(s) readable through {}",
+                        ch.len(),
+                        root.path("/dev/cpu/*/msr").display()
+                    ),
+                    fix: None,
+                },
+                Err(e) => {
+                    let fix = match &e {
                             Error::Permission { fix, .. } => fix.clone(),
                             _ if !dev.exists() && vm => no_rapl_vm.to_string(),
                             _ if !dev.exists() => {
@@ -143,56 +148,45 @@ pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
                             }
                             _ => "see the error above; reading MSRs needs CAP_SYS_RAWIO: run as root or `sudo setcap cap_sys_rawio=ep $(which quietwatt)`".into(),
                         };
-                        Diagnosis {
-                            mechanism: m,
-                            works: false,
-                            finding: e.to_string(),
-                            fix: Some(fix),
-                        }
+                    Diagnosis {
+                        mechanism: m,
+                        works: false,
+                        finding: e.to_string(),
+                        fix: Some(fix),
                     }
                 }
             }
-        })
-        .collect();
-    // Opening and reading once says nothing about the numbers: a hypervisor can expose
-    // RAPL events that always read the same value (this project's VM: a `power` PMU
-    // whose `energy-psys` reads 0). Watch the counters of each working mechanism.
-    found
-        .into_iter()
-        .map(|d| {
-            if !d.works {
-                return d;
-            }
-            // The in-kernel mechanisms read perf's events: one answer for the three.
-            let live = match d.mechanism {
-                Mechanism::Perf | Mechanism::Ebpf | Mechanism::PerfRing => *perf_live
-                    .get_or_insert_with(|| advances(root, Mechanism::Perf, LIVENESS_WINDOW).ok()),
-                m => advances(root, m, LIVENESS_WINDOW).ok(),
-            };
-            match live {
-                Some(false) => Diagnosis {
-                    works: false,
-                    finding: format!(
-                        "{}; but none of these counters changed in {} ms: they are not backed by RAPL hardware (every figure would be 0 J){}",
-                        d.finding,
-                        LIVENESS_WINDOW.as_millis(),
-                        if matches!(d.mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
-                            "; the in-kernel machinery itself works on this kernel (it loaded, attached and read those events)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    fix: Some(if vm {
-                        no_rapl_vm.to_string()
-                    } else {
-                        "check that the machine has RAPL (`dmesg | grep -i rapl`); a counter that never moves cannot be measured with".to_string()
-                    }),
-                    ..d
-                },
-                _ => d,
-            }
-        })
-        .collect()
+        }
+    }
+}
+
+/// Opening and reading once says nothing about the numbers: a hypervisor can expose
+/// RAPL counters that always read the same value (this project's VM: a `power` PMU
+/// whose `energy-psys` reads 0). A working mechanism whose counters did not move
+/// (`moves`, from the probe) is no mechanism.
+fn frozen(d: Diagnosis, moves: Option<bool>, vm: bool, no_rapl_vm: &str) -> Diagnosis {
+    if !d.works || moves != Some(false) {
+        return d;
+    }
+    let machinery = if matches!(d.mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
+        "; the in-kernel machinery itself works on this kernel (it loaded, attached and read those events)"
+    } else {
+        ""
+    };
+    Diagnosis {
+        works: false,
+        finding: format!(
+            "{}; but none of these counters changed in {} ms: they are not backed by RAPL hardware (every figure would be 0 J){machinery}",
+            d.finding,
+            LIVENESS_WINDOW.as_millis(),
+        ),
+        fix: Some(if vm {
+            no_rapl_vm.to_string()
+        } else {
+            "check that the machine has RAPL (`dmesg | grep -i rapl`): these counters measure nothing; `quietwatt --emulate on` tries quietwatt against its emulator".to_string()
+        }),
+        ..d
+    }
 }
 
 /// Whether the power PMU at `pmu` lists an `energy-*` event. Some hypervisors'
@@ -211,14 +205,14 @@ const MACHINERY_WORKS: &str = "; the in-kernel machinery itself works on this ke
 /// The in-kernel mechanisms: the RAPL events sampled by a BPF program or a perf
 /// sampling group, and, where the machine has no RAPL, whether the machinery itself
 /// works here (checked on software counters).
-fn diagnose_in_kernel(root: &SysRoot, m: Mechanism, vm: bool, no_rapl_vm: &str) -> Diagnosis {
+fn diagnose_in_kernel(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> Diagnosis {
+    let m = p.mechanism;
     let pmu = root.path("/sys/bus/event_source/devices/power");
     let has_energy = pmu_lists_energy_events(&pmu);
     let how = match m {
         Mechanism::Ebpf => "a BPF program on a cpu-clock event reads them into a BPF ring buffer",
         _ => "they are members of a cpu-clock sampling group whose overflows fill an mmap ring",
     };
-    let p = probe(root, m);
     let e = match p.result {
         Ok(ch) => {
             return Diagnosis {

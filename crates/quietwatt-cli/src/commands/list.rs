@@ -2,7 +2,7 @@
 
 use crate::emulated::Environment;
 use crate::exit::Failure;
-use quietwatt::source::{advances, probe_all, Mechanism, LIVENESS_WINDOW};
+use quietwatt::source::{probe_all, Mechanism, LIVENESS_WINDOW};
 use std::process::ExitCode;
 
 /// Arguments of `list`.
@@ -22,19 +22,6 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if let Some(m) = args.mechanism {
         probes.retain(|p| p.mechanism == m);
     }
-    // Whether an available mechanism's counters move at all (a hypervisor can expose
-    // RAPL counters that always read the same value). The in-kernel mechanisms read
-    // perf's events: one answer for the three.
-    let mut perf_moves: Option<Option<bool>> = None;
-    let moves: Vec<Option<bool>> = probes
-        .iter()
-        .map(|p| match (&p.result, p.mechanism) {
-            (Err(_), _) => None,
-            (Ok(_), Mechanism::Perf | Mechanism::Ebpf | Mechanism::PerfRing) => *perf_moves
-                .get_or_insert_with(|| advances(&env.root, Mechanism::Perf, LIVENESS_WINDOW).ok()),
-            (Ok(_), m) => advances(&env.root, m, LIVENESS_WINDOW).ok(),
-        })
-        .collect();
     let frozen = format!(
         "but none of its counters changed in {} ms: they are not backed by RAPL hardware (every figure would be 0 J)",
         LIVENESS_WINDOW.as_millis()
@@ -42,12 +29,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if args.json {
         let v: Vec<serde_json::Value> = probes
             .iter()
-            .zip(&moves)
-            .map(|(p, moves)| match &p.result {
+            .map(|p| match &p.result {
                 Ok(ch) => serde_json::json!({
                     "mechanism": p.mechanism,
                     "available": true,
-                    "counters_move": moves,
+                    "counters_move": p.moves,
                     "domains": ch.iter().map(|c| serde_json::json!({
                         "socket": c.id.socket,
                         "die": c.id.die,
@@ -75,14 +61,14 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
-    for (p, moves) in probes.iter().zip(&moves) {
+    for p in &probes {
         match &p.result {
             Ok(ch) => {
                 println!(
                     "{:<10} available, {} domain(s){}",
                     p.mechanism.name(),
                     ch.len(),
-                    if *moves == Some(false) {
+                    if p.moves == Some(false) {
                         format!("; {frozen}")
                     } else {
                         String::new()

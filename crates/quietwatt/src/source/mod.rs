@@ -169,6 +169,17 @@ pub struct Probe {
     pub result: Result<Vec<Channel>>,
     /// Things worth knowing that are not errors (duplicate zones left out, ...).
     pub notes: Vec<String>,
+    /// Whether any of its counters changed within [`LIVENESS_WINDOW`]: `Some(false)`
+    /// for counters that open and read but never move (a hypervisor exposing RAPL
+    /// without backing it); `None` when it did not open or the watch failed.
+    pub moves: Option<bool>,
+}
+
+impl Probe {
+    /// Whether the mechanism can measure: it opens, reads, and its counters move.
+    pub fn measures(&self) -> bool {
+        self.result.is_ok() && self.moves == Some(true)
+    }
 }
 
 /// Tries every mechanism under `root` and reports what each can read.
@@ -176,53 +187,59 @@ pub fn probe_all(root: &SysRoot) -> Vec<Probe> {
     Mechanism::ALL.into_iter().map(|m| probe(root, m)).collect()
 }
 
-/// Tries one mechanism: discovers its domains and reads each once.
+/// Tries one mechanism: discovers its domains, reads each once, and watches the
+/// counters for up to [`LIVENESS_WINDOW`] (returning at the first change).
 pub fn probe(root: &SysRoot, mechanism: Mechanism) -> Probe {
     if matches!(mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
-        // Loads, attaches and reads once, without sampling.
+        // Loads, attaches and reads once, without sampling. It reads the `power`
+        // PMU's events, so whether they move is perf's answer.
         let (result, notes) = crate::inkernel::probe(root, mechanism);
+        let moves = result.is_ok().then(|| {
+            open_one(root, Mechanism::Perf, &Selection::all())
+                .and_then(|mut s| watch(s.as_mut(), LIVENESS_WINDOW))
+                .ok()
+        });
         return Probe {
             mechanism,
             result,
             notes,
+            moves: moves.flatten(),
         };
     }
-    let (result, notes) = match open_one(root, mechanism, &Selection::all()) {
+    match open_one(root, mechanism, &Selection::all()) {
         Ok(mut s) => {
             let mut buf = vec![0u64; s.channels().len()];
-            let r = s.read(&mut buf).map(|()| s.channels().to_vec());
-            (r, s.notes().to_vec())
+            let result = s.read(&mut buf).map(|()| s.channels().to_vec());
+            let moves = result
+                .is_ok()
+                .then(|| watch(s.as_mut(), LIVENESS_WINDOW).ok())
+                .flatten();
+            Probe {
+                mechanism,
+                result,
+                notes: s.notes().to_vec(),
+                moves,
+            }
         }
-        Err(e) => (Err(e), Vec::new()),
-    };
-    Probe {
-        mechanism,
-        result,
-        notes,
+        Err(e) => Probe {
+            mechanism,
+            result: Err(e),
+            notes: Vec::new(),
+            moves: None,
+        },
     }
 }
 
-/// How long [`advances`] watches a mechanism's counters. RAPL updates them about
-/// every millisecond and every domain draws some power, so 50 ms without a change in
-/// any of them means they are not backed by hardware (a hypervisor that exposes the
+/// How long a probe watches a mechanism's counters. RAPL updates them about every
+/// millisecond and every domain draws some power, so 50 ms without a change in any
+/// of them means they are not backed by hardware (a hypervisor that exposes the
 /// RAPL events or registers and returns a constant, as this project's VM does for
 /// `power/energy-psys`).
 pub const LIVENESS_WINDOW: Duration = Duration::from_millis(50);
 
-/// Whether any of `mechanism`'s counters under `root` changes within `within`
-/// (polled every millisecond; returns at the first change). The in-kernel mechanisms
-/// read the `power` PMU's events, so their answer is perf's. `Err` when the
-/// mechanism cannot be opened or read.
-pub fn advances(root: &SysRoot, mechanism: Mechanism, within: Duration) -> Result<bool> {
-    let m = match mechanism {
-        Mechanism::Ebpf | Mechanism::PerfRing => Mechanism::Perf,
-        m => m,
-    };
-    watch(open_one(root, m, &Selection::all())?.as_mut(), within)
-}
-
-/// Whether any of `source`'s counters changes within `within` (see [`advances`]).
-pub fn watch(source: &mut dyn Source, within: Duration) -> Result<bool> {
+/// Whether any of `source`'s counters changes within `within` (polled every
+/// millisecond; returns at the first change).
+fn watch(source: &mut dyn Source, within: Duration) -> Result<bool> {
     let n = source.channels().len();
     let (mut first, mut now) = (vec![0u64; n], vec![0u64; n]);
     source.read(&mut first)?;
