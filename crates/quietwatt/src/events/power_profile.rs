@@ -53,8 +53,6 @@ pub struct EnergySampler {
     prev_t: u64,
     pending_j: f64,
     slowest_ns: u64,
-    /// Running mean of a read's cost, ns (exponential, 1/8).
-    typical_ns: u64,
     samples: u64,
     dropped: u64,
     error: Option<String>,
@@ -80,7 +78,6 @@ impl EnergySampler {
             prev_t: 0,
             pending_j: 0.0,
             slowest_ns: 0,
-            typical_ns: 0,
             samples: 0,
             dropped: 0,
             error: None,
@@ -100,32 +97,21 @@ impl EnergySampler {
         // leaves a gap before every signal, always at the same phase, which biases
         // the change instants there (measured against the emulator: -38 % in the bin
         // before the signal with a guard of two reads).
-        let t = match self.meter.sample_joules(&mut self.deltas) {
-            Ok(t) => t,
-            Err(e) => {
-                self.error = Some(e.to_string());
-                return;
-            }
-        };
-        let done = monotonic_ns();
-        let cost = done.saturating_sub(now);
+        if let Err(e) = self.meter.sample_joules(&mut self.deltas) {
+            self.error = Some(e.to_string());
+            return;
+        }
         // A slow read (the emulator over FUSE: its server may wait for the callee's
         // CPU) returns a value taken near its end, not at its start: stamp the end.
         // For RAPL itself both ends are within a microsecond.
-        let _ = t;
-        let t = done;
-        self.slowest_ns = self.slowest_ns.max(cost);
-        self.typical_ns = if self.samples == 0 {
-            cost
-        } else {
-            (7 * self.typical_ns + cost) / 8
-        };
+        let t = monotonic_ns();
+        self.slowest_ns = self.slowest_ns.max(t.saturating_sub(now));
         self.samples += 1;
         self.next_ns = now + self.every_ns;
         let e: f64 = self.members.iter().map(|&i| self.deltas[i].0).sum();
         self.pending_j += e;
         // The counter moved somewhere between the previous read and this one.
-        let changed_at = self.prev_t + (t - self.prev_t.min(t)) / 2;
+        let changed_at = self.prev_t / 2 + t / 2;
         self.prev_t = t;
         match self.last_change_ns {
             None => self.last_change_ns = Some(t),
@@ -170,7 +156,6 @@ impl EnergySampler {
             changes: self.intervals.len(),
             update_us,
             slowest_read_us: self.slowest_ns as f64 / 1e3,
-            typical_read_us: self.typical_ns as f64 / 1e3,
             dropped: self.dropped,
             error: self.error.clone(),
             method: "equivalent-time average: each interval between two counter changes, at its mean power, spread over the bins it covers relative to every signal; the result is the power profile averaged over one counter update interval".into(),
@@ -210,8 +195,6 @@ pub struct PowerProfile {
     pub update_us: Option<f64>,
     /// The slowest read, µs.
     pub slowest_read_us: f64,
-    /// The typical read, µs (running mean).
-    pub typical_read_us: f64,
     /// Changes not kept because the buffer was full.
     pub dropped: u64,
     /// A read that failed (sampling stopped there).

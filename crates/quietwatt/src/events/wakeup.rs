@@ -26,6 +26,7 @@
 use super::cpuidle::CpuidleStates;
 use super::power_profile::{EnergySampler, PowerProfile};
 use super::{pread_u64, EventsError, Result};
+use crate::lab::latency::XorShift;
 use crate::meter::monotonic_ns;
 use crate::root::SysRoot;
 use serde::Serialize;
@@ -198,17 +199,17 @@ fn spin_until(t_ns: u64) {
     }
 }
 
-/// [`spin_until`], reading the energy counters meanwhile when a sampler is given.
-fn spin_sampling(t_ns: u64, energy: &mut Option<EnergySampler>) {
-    let Some(e) = energy.as_mut() else {
-        return spin_until(t_ns);
-    };
+/// Busy-waits until `t_ns` or until `done()`, reading the energy counters meanwhile
+/// when a sampler is given (the caller's waits: see [`super::power_profile`]).
+fn spin_sampling(t_ns: u64, done: impl Fn() -> bool, energy: &mut Option<EnergySampler>) {
     loop {
         let now = monotonic_ns();
-        if now >= t_ns {
+        if now >= t_ns || done() {
             return;
         }
-        e.poll(now);
+        if let Some(e) = energy.as_mut() {
+            e.poll(now);
+        }
         std::hint::spin_loop();
     }
 }
@@ -387,16 +388,17 @@ pub fn run(
             } else {
                 0
             };
-            let jitter = |i: usize| -> u64 {
-                // splitmix64 of the index: reproducible, no state to carry.
-                let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                (z ^ (z >> 31)) % spread.max(1)
-            };
+            let mut rng = XorShift::new(0x5eed);
+            let jitter: Vec<u64> = (0..n)
+                .map(|_| rng.below(spread.max(1) as usize) as u64)
+                .collect();
             read_usage(&mut post)?;
             for (i, d) in deltas.iter_mut().enumerate() {
-                spin_sampling(t0 + i as u64 * interval_ns + jitter(i), &mut energy);
+                spin_sampling(
+                    t0 + i as u64 * interval_ns + jitter[i],
+                    || false,
+                    &mut energy,
+                );
                 read_usage(&mut pre)?;
                 for j in 0..k {
                     d[k + j] = pre[j].saturating_sub(post[j]);
@@ -407,17 +409,11 @@ pub fn run(
                 futex_wake(seq);
                 signal[i] = t;
                 // Bounded: a callee that never runs is a lost wake-up, not a hang.
-                let give_up = t + LOST_AFTER.as_nanos() as u64;
-                loop {
-                    let now = monotonic_ns();
-                    if run_ns[i].load(Ordering::Acquire) != 0 || now >= give_up {
-                        break;
-                    }
-                    if let Some(e) = energy.as_mut() {
-                        e.poll(now);
-                    }
-                    std::hint::spin_loop();
-                }
+                spin_sampling(
+                    t + LOST_AFTER.as_nanos() as u64,
+                    || run_ns[i].load(Ordering::Acquire) != 0,
+                    &mut energy,
+                );
                 read_usage(&mut post)?;
                 for j in 0..k {
                     d[j] = post[j].saturating_sub(pre[j]);
