@@ -4,6 +4,7 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT, USAGE};
+use quietwatt::events::full_trace;
 use quietwatt::events::power_profile::EnergySampler;
 use quietwatt::events::recorder::DEFAULT_HZ;
 use quietwatt::events::summary::EventSummary;
@@ -60,7 +61,7 @@ pub struct RecordEventsArgs {
     full_trace: bool,
     /// Size of the full trace's kernel ring, in MiB (a power of two); events beyond
     /// it between two reads of the events thread are dropped and counted.
-    #[arg(long, value_name = "MIB", default_value_t = 8, requires = "full_trace",
+    #[arg(long, value_name = "MIB", default_value_t = (full_trace::DEFAULT_RING_BYTES >> 20) as u32, requires = "full_trace",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     trace_ring_mib: u32,
 }

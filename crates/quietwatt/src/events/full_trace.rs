@@ -21,6 +21,7 @@ use crate::inkernel::perf_open;
 use crate::inkernel::ring::BpfRing;
 use crate::trace::TRACED;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN,
     PERF_TYPE_SOFTWARE,
@@ -88,7 +89,7 @@ pub fn decode(rec: &[u8]) -> Option<TracedEvent> {
 /// The loaded program, its attachments and its ring.
 pub struct FullTrace {
     _links: Vec<libbpf_rs::Link>,
-    dropped_map: OwnedFd,
+    dropped_map: MapHandle,
     ring: BpfRing,
     _ring_fd: OwnedFd,
     /// Records handed over so far.
@@ -210,12 +211,8 @@ impl FullTrace {
             .map_err(|e| err("duplicate the ring's descriptor", e))?;
         let ring = BpfRing::new(ring_fd.as_fd(), ring_bytes)
             .map_err(|e| err(&format!("map the {ring_bytes}-byte trace ring"), e))?;
-        let dropped_map = skel
-            .maps
-            .dropped
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| err("duplicate the dropped map's descriptor", e))?;
+        let dropped_map =
+            MapHandle::try_from(&skel.maps.dropped).map_err(|e| err("keep the dropped map", e))?;
         Ok(FullTrace {
             _links: links,
             dropped_map,
@@ -231,29 +228,22 @@ impl FullTrace {
         })
     }
 
-    /// Hands every traced event so far to `f`, oldest first. No syscall: the ring
-    /// is read in place.
-    pub fn for_each(&mut self, f: &mut dyn FnMut(TracedEvent)) -> u64 {
+    /// Appends a `timestamp_ns,cpu,trace:<event>,1` row per traced event so far to
+    /// `out` (the events CSV's format), oldest first; the ring is read in place, no
+    /// syscall. Returns the rows written.
+    pub fn drain(&mut self, out: &mut Vec<u8>) -> u64 {
         let (mut n, mut unknown) = (0, 0);
         self.ring.consume(&mut |rec| match decode(rec) {
             Some(e) => {
                 n += 1;
-                f(e);
+                // Into a Vec: cannot fail.
+                let _ = writeln!(out, "{},{},{TRACED}{},1", e.t_ns, e.cpu, e.event);
             }
             None => unknown += 1,
         });
         self.traced += n;
         self.unknown += unknown;
         n
-    }
-
-    /// Appends a `timestamp_ns,cpu,trace:<event>,1` row per traced event to `out`
-    /// (the events CSV's format). Returns the rows written.
-    pub fn drain(&mut self, out: &mut Vec<u8>) -> u64 {
-        self.for_each(&mut |e| {
-            // Into a Vec: cannot fail.
-            let _ = writeln!(out, "{},{},{TRACED}{},1", e.t_ns, e.cpu, e.event);
-        })
     }
 
     /// Events handed over so far.
@@ -264,24 +254,14 @@ impl FullTrace {
     /// Events the kernel could not record because the ring was full (one map
     /// lookup: a syscall, for the end of a recording).
     pub fn dropped(&self) -> Result<u64> {
-        let key = 0u32.to_ne_bytes();
-        let mut value = [0u8; 8];
-        // SAFETY: BPF_MAP_LOOKUP_ELEM on an array map of u32 -> u64: the kernel reads
-        // 4 key bytes and writes 8 value bytes, both buffers live for the call.
-        let r = unsafe {
-            libbpf_rs::libbpf_sys::bpf_map_lookup_elem(
-                self.dropped_map.as_raw_fd(),
-                key.as_ptr().cast(),
-                value.as_mut_ptr().cast(),
-            )
-        };
-        if r < 0 {
-            return Err(err(
-                "read the trace's dropped count",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(u64::from_ne_bytes(value))
+        let value = self
+            .dropped_map
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| err("read the trace's dropped count", e))?;
+        value
+            .and_then(|v| v.get(..8).and_then(|b| b.try_into().ok()))
+            .map(u64::from_ne_bytes)
+            .ok_or_else(|| err("read the trace's dropped count", "no 8-byte value"))
     }
 
     /// One line for the notes: what is traced.

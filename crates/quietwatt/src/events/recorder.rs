@@ -66,6 +66,9 @@ pub struct TraceTotals {
     /// Events lost because the ring was full between two drains (raise
     /// `--events-freq` or the ring size); `None` when the count could not be read.
     pub dropped: Option<u64>,
+    /// Ring records that were no event quietwatt knows (0 unless the program and
+    /// this reader disagree: a bug to report).
+    pub undecoded: u64,
 }
 
 impl EventTotals {
@@ -241,6 +244,7 @@ impl<W: Write> EventLog<W> {
             TraceTotals {
                 written: t.traced(),
                 dropped: t.dropped().ok(),
+                undecoded: t.unknown(),
             }
         });
         let error = match self.flush() {

@@ -409,6 +409,13 @@ impl fmt::Display for EventSummary {
                 "full trace: {} events written one by one, {dropped}",
                 t.written
             )?;
+            if t.undecoded > 0 {
+                writeln!(
+                    f,
+                    "full trace: {} ring records were no known event and were left out (a quietwatt bug: please report it)",
+                    t.undecoded
+                )?;
+            }
         }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
