@@ -74,10 +74,20 @@ pub struct Estimate {
     /// The same with another scenario's cost, when perf cannot tell which applies
     /// (`cow` for minor faults).
     pub alternative: Option<Box<Estimate>>,
-    /// `command`: the command's own events (perf counters following it); `system`:
-    /// every CPU's, while the command ran (wake-ups from idle). Only `command`
-    /// estimates add up to the totals.
-    pub scope: &'static str,
+    /// Whose events were counted; only [`Scope::Command`] estimates add up to the
+    /// totals.
+    pub scope: Scope,
+}
+
+/// Whose events an estimate prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The command's own events: perf counters that follow it and its children.
+    Command,
+    /// Every CPU's events while the command ran (wake-ups from idle: no counter
+    /// follows one process).
+    System,
 }
 
 /// What `run --model` reports.
@@ -191,7 +201,7 @@ pub fn estimate(
                     None
                 }),
             alternative: None,
-            scope: "command",
+            scope: Scope::Command,
         })
     };
     for &(event, count) in counts {
@@ -222,7 +232,7 @@ pub fn estimate(
         }
     }
     notes.append(&mut unpriced);
-    let own = |e: &&Estimate| e.scope == "command";
+    let own = |e: &&Estimate| e.scope == Scope::Command;
     let total_seconds = estimates.iter().filter(own).map(|e| e.seconds).sum();
     // The events whose energy is priced; an unpriced one is said in the notes.
     let priced: Vec<f64> = estimates
@@ -244,7 +254,7 @@ pub fn estimate(
                     None
                 }),
                 alternative: None,
-                scope: "system",
+                scope: Scope::System,
             }),
             None => notes.push(format!(
                 "{n} wake-ups from idle (all CPUs) not priced: the model has no wake-up cost (measure `quietwatt model wakeup`)"
@@ -252,7 +262,7 @@ pub fn estimate(
         },
         Err(why) => notes.push(format!("wake-ups from idle not counted: {why}")),
     }
-    if estimates.iter().any(|e| e.scope == "system") {
+    if estimates.iter().any(|e| e.scope == Scope::System) {
         notes.push(
             "wake-ups from idle are every CPU's while the command ran (cpuidle usage: no counter follows one process), not only the command's; they are not in its total".into(),
         );
@@ -295,7 +305,7 @@ pub fn text(a: &Attribution) -> String {
             j(e.joules),
         );
     };
-    for e in a.estimates.iter().filter(|e| e.scope == "command") {
+    for e in a.estimates.iter().filter(|e| e.scope == Scope::Command) {
         line(&mut s, e, "");
         if let Some(alt) = &e.alternative {
             let _ = writeln!(
@@ -317,7 +327,7 @@ pub fn text(a: &Attribution) -> String {
         LABEL
     );
     // After the total, and not in it: every CPU's events, not the command's.
-    for e in a.estimates.iter().filter(|e| e.scope != "command") {
+    for e in a.estimates.iter().filter(|e| e.scope == Scope::System) {
         line(&mut s, e, ", ALL CPUs");
     }
     for n in &a.notes {
@@ -368,7 +378,7 @@ mod tests {
         let wake = a
             .estimates
             .iter()
-            .find(|e| e.scope == "system")
+            .find(|e| e.scope == Scope::System)
             .expect("a wake-up estimate");
         assert_eq!(wake.count, 200);
         assert!((wake.seconds - 200.0 * 60e-6).abs() < 1e-12);
