@@ -361,22 +361,22 @@ pub fn overhead(env: &Environment, args: OverheadArgs) -> Result<ExitCode, Failu
     let md = experiment::markdown(&rows, &results.records);
     let mut figures = String::new();
     // Each plot as SVG (the report links it) and as PNG beside it.
-    let mut pngs = super::PngPlots::default();
+    let mut plots = super::PlotFiles::default();
     for (w, svg) in experiment::boxplots(&results.records) {
         let name = format!("boxplot-{}.svg", experiment::file_slug(&w));
         let path = args.out.join(&name);
-        std::fs::write(&path, &svg)
+        plots
+            .write(&svg, &path)
             .map_err(|e| Failure::new(OUTPUT, format!("cannot write {}: {e}", path.display())))?;
-        pngs.write_beside(&svg, &path);
         figures.push_str(&format!("![{w}]({name})\n\n"));
     }
     let idle = experiment::idle_markdown(&results.records).unwrap_or_default();
     for (stem, svg) in experiment::idle_plots(&results.records) {
         let name = format!("{stem}.svg");
         let path = args.out.join(&name);
-        std::fs::write(&path, &svg)
+        plots
+            .write(&svg, &path)
             .map_err(|e| Failure::new(OUTPUT, format!("cannot write {}: {e}", path.display())))?;
-        pngs.write_beside(&svg, &path);
         figures.push_str(&format!("![{stem}]({name})\n\n"));
     }
     let report = args.out.join("report.md");

@@ -134,23 +134,20 @@ pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
     }
 }
 
-/// The PNG written beside each SVG plot (`plot.svg` → `plot.png`), for viewers that
-/// show no SVG. The fonts are loaded at the first plot, not before (most commands
-/// write none), and a missing font is said once, not once per plot.
+/// Writes each plot twice: the SVG, and a PNG beside it (`plot.svg` → `plot.png`)
+/// for viewers that show no SVG. The fonts are loaded at the first plot, not before
+/// (most commands write none), and a missing font is said once, not once per plot.
 #[derive(Debug, Default)]
-pub struct PngPlots {
+pub struct PlotFiles {
     renderer: Option<quietwatt::lab::png::PngRenderer>,
 }
 
-impl PngPlots {
-    /// Renders `svg` to the PNG beside `svg_path` and returns the PNG's path. A
-    /// failure is a warning and `None`: the SVG has the same plot, so the command's
-    /// result stands.
-    pub fn write_beside(
-        &mut self,
-        svg: &str,
-        svg_path: &std::path::Path,
-    ) -> Option<std::path::PathBuf> {
+impl PlotFiles {
+    /// Writes `svg` to `svg_path`, then its PNG beside it; returns what was written
+    /// (`a.svg and a.png`) for the command's message. A failed SVG is the error; a
+    /// failed PNG is a warning, since the SVG has the same plot.
+    pub fn write(&mut self, svg: &str, svg_path: &std::path::Path) -> std::io::Result<String> {
+        std::fs::write(svg_path, svg)?;
         let renderer = self.renderer.get_or_insert_with(|| {
             let renderer = quietwatt::lab::png::PngRenderer::new();
             if let Some(warning) = renderer.font_warning() {
@@ -158,16 +155,16 @@ impl PngPlots {
             }
             renderer
         });
-        let path = svg_path.with_extension("png");
-        match renderer.write(svg, &path) {
-            Ok(()) => Some(path),
+        let png = svg_path.with_extension("png");
+        Ok(match renderer.write(svg, &png) {
+            Ok(()) => format!("{} and {}", svg_path.display(), png.display()),
             Err(e) => {
                 eprintln!(
                     "quietwatt: warning: no PNG beside {} ({e}); the SVG has the same plot",
                     svg_path.display()
                 );
-                None
+                svg_path.display().to_string()
             }
-        }
+        })
     }
 }

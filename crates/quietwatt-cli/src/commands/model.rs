@@ -197,7 +197,7 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
     let tty = std::io::stderr().is_terminal();
     crate::signals::install();
     let mut interrupted = false;
-    let mut pngs = super::PngPlots::default();
+    let mut plots = super::PlotFiles::default();
     for &family in families {
         eprintln!("quietwatt: model {}: calibrating...", family.name());
         let p = plan(family, &a)?;
@@ -250,7 +250,7 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
         }
         if let Some(f) = m.family(family) {
             print_family(&m, f);
-            write_plot(&a.output, f, &mut pngs);
+            write_plot(&a.output, f, &mut plots);
         }
         if interrupted {
             eprintln!(
@@ -274,23 +274,14 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
 fn write_plot(
     output: &std::path::Path,
     f: &quietwatt::model::file::FamilyModel,
-    pngs: &mut super::PngPlots,
+    plots: &mut super::PlotFiles,
 ) {
     let Some(svg) = quietwatt::model::plot::time_svg(f) else {
         return;
     };
     let path = output.with_extension(format!("{}.svg", f.family.name()));
-    match std::fs::write(&path, &svg) {
-        Ok(()) => {
-            let png = pngs
-                .write_beside(&svg, &path)
-                .map(|p| format!(" and {}", p.display()))
-                .unwrap_or_default();
-            eprintln!(
-                "quietwatt: plot of the time fits written to {}{png}",
-                path.display()
-            );
-        }
+    match plots.write(&svg, &path) {
+        Ok(written) => eprintln!("quietwatt: plot of the time fits written to {written}"),
         Err(e) => eprintln!(
             "quietwatt: warning: cannot write the plot {} ({e}); the model file has the data: free space or choose another --output directory to get the plot",
             path.display()
@@ -392,19 +383,10 @@ fn validate_cmd(env: &Environment, a: ValidateArgs) -> Result<ExitCode, Failure>
     // The plot goes beside the model file: `model.json` → `model.validation.svg`/.png.
     let svg = validate::plot_svg(&r);
     let path = a.model.with_extension("validation.svg");
-    match std::fs::write(&path, &svg) {
-        Ok(()) => {
-            let png = super::PngPlots::default()
-                .write_beside(&svg, &path)
-                .map(|p| format!(" and {}", p.display()))
-                .unwrap_or_default();
-            eprintln!(
-                "quietwatt: plot of the validation written to {}{png}",
-                path.display()
-            );
-        }
+    match super::PlotFiles::default().write(&svg, &path) {
+        Ok(written) => eprintln!("quietwatt: plot of the validation written to {written}"),
         Err(e) => eprintln!(
-            "quietwatt: warning: cannot write the plot {} ({e}); the figures are below",
+            "quietwatt: warning: cannot write the plot {} ({e}); the figures are below: free space or move the model file to a writable directory to get the plot",
             path.display()
         ),
     }
