@@ -232,14 +232,10 @@ pub fn estimate(
         }
     }
     notes.append(&mut unpriced);
-    let own = |e: &&Estimate| e.scope == Scope::Command;
-    let total_seconds = estimates.iter().filter(own).map(|e| e.seconds).sum();
-    // The events whose energy is priced; an unpriced one is said in the notes.
-    let priced: Vec<f64> = estimates
-        .iter()
-        .filter(own)
-        .filter_map(|e| e.joules)
-        .collect();
+    // The totals are the command's own: taken before the system-wide wake-ups join
+    // the estimates below. An event whose energy is unpriced is said in the notes.
+    let total_seconds = estimates.iter().map(|e| e.seconds).sum();
+    let priced: Vec<f64> = estimates.iter().filter_map(|e| e.joules).collect();
     let total_joules = (!priced.is_empty()).then(|| priced.iter().sum());
     match wakeups {
         Ok(n) => match model.cost(Family::Wakeup, "wakeup") {
