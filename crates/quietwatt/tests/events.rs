@@ -515,7 +515,7 @@ fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
     // start at the priming read, the trace when the program is attached), less the
     // rare fault taken while a BPF syscall runs on that CPU: the kernel counts it but
     // skips the program (bpf_overflow_handler's bpf_prog_active check; other tests
-    // here load BPF programs concurrently: CI saw 3 056 traced of 3 058 counted).
+    // here load BPF programs concurrently: a clean-clone run saw 3 056 traced of 3 058 counted).
     for &cpu in &cpus {
         let counted = totals.get(cpu, Event::PageFaultsMin).unwrap();
         let seen = traced
