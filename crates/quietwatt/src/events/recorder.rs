@@ -12,6 +12,8 @@
 //! The loop allocates nothing: counters are read into vectors sized once, rows are
 //! formatted into a buffer reserved once and written to the file in whole batches
 //! of [`BATCH_BYTES`] (an [`crate::sink::OutputFile`] then never ends in half a row).
+//! With `--full-trace` a burst of traced rows can grow that buffer once; it keeps
+//! the room for the next.
 
 use super::cpuidle::CpuidleStates;
 use super::{Event, EventCounters, EventsError, Result};
@@ -188,7 +190,8 @@ impl<W: Write> EventLog<W> {
     }
 
     /// Reads every counter and appends one row per counter; hands a full batch to
-    /// the output. Returns the read's timestamp. Allocates nothing.
+    /// the output. Returns the read's timestamp. Allocates nothing, except when a
+    /// full trace's burst of rows outgrows the buffer's reserve (it keeps the room).
     pub fn tick(&mut self) -> Result<u64> {
         // Traced events first: they all happened before this read. (The buffer grows
         // past its reserve only when a burst of them outgrows it.)
