@@ -73,8 +73,9 @@ impl StandIn {
                                 domains[i % domains.len()],
                             ),
                             unit: EnergyUnit::Microjoule,
-                            wrap: Wrap::U64,
+                            wrap: Wrap::PERF,
                             origin: path.clone(),
+                            limit: None,
                         })
                         .collect();
                     return Ok(StandIn {

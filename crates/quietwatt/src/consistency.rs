@@ -21,7 +21,7 @@ use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::quirks::{quirks_for, Quirk};
 use crate::root::SysRoot;
-use crate::source::{open, Mechanism, Selection, Source};
+use crate::source::{open, Channel, Mechanism, Selection, Source};
 use crate::units::Joules;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -137,12 +137,7 @@ pub fn compare_sources(
 ) -> Result<Vec<DomainAgreement>> {
     let mut counters: Vec<Vec<Counter>> = sources
         .iter()
-        .map(|s| {
-            s.channels()
-                .iter()
-                .map(|c| Counter::new(c.wrap, c.unit))
-                .collect()
-        })
+        .map(|s| s.channels().iter().map(Channel::counter).collect())
         .collect();
     let mut bufs: Vec<Vec<u64>> = sources
         .iter()
@@ -163,13 +158,19 @@ pub fn compare_sources(
             s.read(buf)?;
             *at = (before + epoch.elapsed()) / 2;
         }
-        for ((s, cs), buf) in sources.iter().zip(counters.iter_mut()).zip(&bufs) {
+        for (((s, cs), buf), t) in sources
+            .iter()
+            .zip(counters.iter_mut())
+            .zip(&bufs)
+            .zip(at.iter())
+        {
             for ((c, &raw), ch) in cs.iter_mut().zip(buf).zip(s.channels()) {
-                c.update(raw).map_err(|e| Error::CorruptCounter {
-                    path: ch.origin.clone(),
-                    value: e.value,
-                    modulus: e.modulus,
-                })?;
+                c.update(raw, t.as_nanos() as u64)
+                    .map_err(|e| Error::CorruptCounter {
+                        path: ch.origin.clone(),
+                        value: e.value,
+                        modulus: e.modulus,
+                    })?;
             }
         }
     }
@@ -312,6 +313,7 @@ mod tests {
             unit,
             wrap,
             origin: PathBuf::from("test"),
+            limit: None,
         }
     }
 

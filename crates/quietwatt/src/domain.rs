@@ -133,34 +133,58 @@ impl fmt::Display for DomainId {
     }
 }
 
-/// Indices of the counters whose sum is the total energy without double counting:
-/// psys alone when present, else every package plus every dram. Core and uncore are
-/// inside package and never added.
+/// Indices of the counters whose sum is the total energy without double counting,
+/// assuming every counter moves (see [`total_members_live`]).
 pub fn total_members(ids: &[DomainId]) -> Vec<usize> {
-    let psys: Vec<usize> = indices(ids, |d| d == Domain::Psys);
-    if !psys.is_empty() {
-        return psys;
-    }
-    indices(ids, |d| matches!(d, Domain::Package | Domain::Dram))
+    total_members_live(ids, &vec![true; ids.len()])
 }
 
-fn indices(ids: &[DomainId], keep: impl Fn(Domain) -> bool) -> Vec<usize> {
-    ids.iter()
-        .enumerate()
-        .filter(|(_, id)| keep(id.domain))
-        .map(|(i, _)| i)
+/// Indices of the counters whose sum is the total energy without double counting.
+///
+/// - A psys that moves covers the platform: it alone is the total, and only one psys
+///   is ever counted (a platform has one; on Sapphire/Emerald Rapids only the master
+///   package reads it and the others read 0).
+/// - A psys that does not move (`live[i] == false`: disabled by the firmware, or read
+///   on a package that is not the master) is left out, and the total falls back to
+///   the rest.
+/// - Otherwise every selected domain is added unless its parent is selected on the
+///   same socket and die: core and uncore are inside package, so with package they
+///   are left out; alone (`-d core`, `-d core,uncore`) they are the total.
+///
+/// Empty when nothing can be totalled (a psys that does not move, alone).
+pub fn total_members_live(ids: &[DomainId], live: &[bool]) -> Vec<usize> {
+    let live_at = |i: usize| live.get(i).copied().unwrap_or(true);
+    if let Some(p) = (0..ids.len()).find(|&i| ids[i].domain == Domain::Psys && live_at(i)) {
+        return vec![p];
+    }
+    (0..ids.len())
+        .filter(|&i| {
+            let id = ids[i];
+            id.domain != Domain::Psys
+                && !id.domain.parent().is_some_and(|parent| {
+                    ids.iter()
+                        .any(|o| o.domain == parent && o.socket == id.socket && o.die == id.die)
+                })
+        })
         .collect()
 }
 
-/// A human description of what [`total_members`] adds up, for labels.
-pub fn total_rule(ids: &[DomainId]) -> &'static str {
-    if ids.iter().any(|id| id.domain == Domain::Psys) {
-        "psys (covers the platform)"
-    } else if ids.iter().any(|id| id.domain == Domain::Dram) {
-        "package + dram"
-    } else {
-        "package"
+/// A human description of what the `members` of a total add up, e.g. `package + dram`,
+/// `core + uncore`, `psys (covers the platform)`, or `none` when there are none.
+pub fn total_rule_of(ids: &[DomainId], members: &[usize]) -> String {
+    let mut domains: Vec<Domain> = members.iter().map(|&i| ids[i].domain).collect();
+    domains.sort();
+    domains.dedup();
+    match domains.as_slice() {
+        [] => "none".to_string(),
+        [Domain::Psys] => "psys (covers the platform)".to_string(),
+        ds => ds.iter().map(|d| d.name()).collect::<Vec<_>>().join(" + "),
     }
+}
+
+/// [`total_rule_of`] for [`total_members`].
+pub fn total_rule(ids: &[DomainId]) -> String {
+    total_rule_of(ids, &total_members(ids))
 }
 
 #[cfg(test)]
@@ -190,6 +214,59 @@ mod tests {
             DomainId::new(1, Domain::Dram),
         ];
         assert_eq!(total_members(&ids), vec![0, 3, 4, 6]);
+    }
+
+    #[test]
+    fn a_selection_without_package_totals_what_was_selected() {
+        let core = [DomainId::new(0, Domain::Core)];
+        assert_eq!(total_members(&core), vec![0]);
+        assert_eq!(total_rule(&core), "core");
+        let dram = [
+            DomainId::new(0, Domain::Dram),
+            DomainId::new(1, Domain::Dram),
+        ];
+        assert_eq!(total_members(&dram), vec![0, 1]);
+        assert_eq!(total_rule(&dram), "dram");
+        let cu = [
+            DomainId::new(0, Domain::Core),
+            DomainId::new(0, Domain::Uncore),
+        ];
+        assert_eq!(total_members(&cu), vec![0, 1]);
+        assert_eq!(total_rule(&cu), "core + uncore");
+        // Package contains core on the same socket only.
+        let mixed = [
+            DomainId::new(0, Domain::Package),
+            DomainId::new(0, Domain::Core),
+            DomainId::new(1, Domain::Core),
+        ];
+        assert_eq!(total_members(&mixed), vec![0, 2]);
+        assert_eq!(total_rule(&mixed), "package + core");
+    }
+
+    #[test]
+    fn a_psys_that_does_not_move_is_left_out_and_only_one_psys_counts() {
+        let ids = [
+            DomainId::new(0, Domain::Package),
+            DomainId::new(0, Domain::Dram),
+            DomainId::new(0, Domain::Psys),
+            DomainId::new(1, Domain::Psys),
+        ];
+        // The master is package 1: socket 0's psys reads 0.
+        assert_eq!(
+            total_members_live(&ids, &[true, true, false, true]),
+            vec![3]
+        );
+        // Disabled everywhere: packages + dram.
+        let none = total_members_live(&ids, &[true, true, false, false]);
+        assert_eq!(none, vec![0, 1]);
+        assert_eq!(total_rule_of(&ids, &none), "package + dram");
+        // Both move (never on real hardware): still one.
+        assert_eq!(total_members_live(&ids, &[true; 4]).len(), 1);
+        // psys alone and dead: no total at all, never a 0 labelled package.
+        let only = [DomainId::new(0, Domain::Psys)];
+        let m = total_members_live(&only, &[false]);
+        assert!(m.is_empty());
+        assert_eq!(total_rule_of(&only, &m), "none");
     }
 
     #[test]

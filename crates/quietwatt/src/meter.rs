@@ -1,8 +1,8 @@
 //! A source and its counters: each sample turns raw readings into corrected
 //! per-domain deltas, and the totals stay integers until they are reported.
 
-use crate::counter::{period_may_hide_wraps, Counter};
-use crate::domain::{total_members, total_rule, DomainId};
+use crate::counter::{period_may_hide_wraps, Counter, Step, StepKind, Wrap};
+use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::source::{Channel, Mechanism, Source};
 use crate::units::{Joules, Watts};
@@ -21,33 +21,59 @@ pub struct Meter {
     counters: Vec<Counter>,
     raw: Vec<u64>,
     deltas: Vec<u64>,
+    kinds: Vec<StepKind>,
     first_ns: Option<u64>,
     last_ns: u64,
     /// When each counter last moved: a counter that stops is a frozen register or a
     /// dead driver, and must not pass silently as "no energy".
     last_change_ns: Vec<u64>,
+    /// Resets, backward steps and jumps, in order; preallocated so that recording one
+    /// allocates nothing, and counted beyond its capacity.
+    events: Vec<CounterEvent>,
+    events_dropped: u64,
 }
 
 /// A counter that does not move for this long is reported (RAPL updates every ~1 ms).
 pub const STALE_AFTER: Duration = Duration::from_millis(500);
 
+/// How often RAPL updates its counters when nothing better is known: "updated every
+/// ~1msec" (Intel SDM vol. 3B, 15.10.3). A counter seen to update less often (a run
+/// read faster than it updates) gets the interval observed.
+pub const UPDATE_INTERVAL: Duration = Duration::from_millis(1);
+
+/// How many counter events (resets, steps back, jumps) a meter keeps in detail.
+const EVENTS_KEPT: usize = 256;
+
+/// Above this share of its figure, an uncertainty is said to dominate it.
+const DOMINATED: f64 = 0.05;
+
+/// A reset, backward step or implausible jump of one counter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CounterEvent {
+    /// The channel's index.
+    pub channel: usize,
+    /// When it was read (CLOCK_MONOTONIC ns).
+    pub t_ns: u64,
+    /// The reading's outcome.
+    pub step: Step,
+}
+
 impl Meter {
     /// A meter over `source`; nothing is read until [`Meter::sample`].
     pub fn new(source: Box<dyn Source>) -> Meter {
-        let counters = source
-            .channels()
-            .iter()
-            .map(|c| Counter::new(c.wrap, c.unit))
-            .collect();
+        let counters = source.channels().iter().map(Channel::counter).collect();
         let n = source.channels().len();
         Meter {
             source,
             counters,
             raw: vec![0; n],
             deltas: vec![0; n],
+            kinds: vec![StepKind::First; n],
             first_ns: None,
             last_ns: 0,
             last_change_ns: vec![0; n],
+            events: Vec::with_capacity(EVENTS_KEPT),
+            events_dropped: 0,
         }
     }
 
@@ -93,18 +119,37 @@ impl Meter {
     /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
     fn account(&mut self, t: u64) -> Result<(u64, &[u64])> {
         for (i, (c, &raw)) in self.counters.iter_mut().zip(&self.raw).enumerate() {
-            self.deltas[i] = c.update(raw).map_err(|e| Error::CorruptCounter {
+            let step = c.update(raw, t).map_err(|e| Error::CorruptCounter {
                 path: self.source.channels()[i].origin.clone(),
                 value: e.value,
                 modulus: e.modulus,
             })?;
-            if self.deltas[i] != 0 || self.first_ns.is_none() {
+            self.deltas[i] = step.steps;
+            self.kinds[i] = step.kind;
+            if step.kind.is_anomaly() {
+                if self.events.len() < self.events.capacity() {
+                    self.events.push(CounterEvent {
+                        channel: i,
+                        t_ns: t,
+                        step,
+                    });
+                } else {
+                    self.events_dropped += 1;
+                }
+            }
+            if step.steps != 0 || self.first_ns.is_none() {
                 self.last_change_ns[i] = t;
             }
         }
         self.first_ns.get_or_insert(t);
         self.last_ns = t;
         Ok((t, &self.deltas))
+    }
+
+    /// What the last sample's reading did to each counter (a wrap, a reset, ...), in
+    /// channel order: recordings mark the rows whose energy is not fully known.
+    pub fn kinds(&self) -> &[StepKind] {
+        &self.kinds
     }
 
     /// Like [`Meter::sample`], with each delta converted to joules into `out`.
@@ -131,20 +176,29 @@ impl Meter {
         self.counters.iter().map(Counter::wraps).collect()
     }
 
+    /// Resets, backward steps and jumps seen so far (the first [`EVENTS_KEPT`]).
+    pub fn events(&self) -> &[CounterEvent] {
+        &self.events
+    }
+
     /// One warning per channel whose counter could wrap twice within `period` at the
-    /// domain's maximum plausible power, so that energy would be lost unseen.
+    /// domain's maximum plausible power, so that energy would be lost unseen. perf
+    /// counts are limited by one turn of the 32-bit hardware counter between two reads
+    /// (`arch/x86/events/rapl.c` sign-extends a larger difference; the TPMI PMU does
+    /// not correct a wrap at all), not by their 64 bits.
     pub fn wrap_warnings(&self, period: Duration) -> Vec<String> {
         self.channels()
             .iter()
             .filter_map(|c| {
-                let p = c.id.domain.max_plausible_power();
+                let p = c.plausible_power();
                 period_may_hide_wraps(c.wrap, c.unit, p, period).then(|| {
                     format!(
-                        "{}: its counter can wrap in {:.3} s at {} ({} range); a sampling period of {:.3} s could hide a wrap: raise --freq",
+                        "{}: its counter can wrap in {:.3} s at {} ({} range{}); a sampling period of {:.3} s could hide a wrap: raise --freq",
                         c.id,
                         c.wrap.period_at(c.unit, p).as_secs_f64(),
                         p,
                         c.wrap.range(c.unit),
+                        if matches!(c.wrap, Wrap::Perf { .. }) { " of the 32-bit hardware counter behind the perf count" } else { "" },
                         period.as_secs_f64()
                     )
                 })
@@ -158,7 +212,7 @@ impl Meter {
     pub fn max_safe_period(&self) -> Option<Duration> {
         self.channels()
             .iter()
-            .map(|c| c.wrap.period_at(c.unit, c.id.domain.max_plausible_power()) / 2)
+            .map(|c| c.wrap.period_at(c.unit, c.plausible_power()) / 2)
             .min()
     }
 
@@ -167,53 +221,285 @@ impl Meter {
         self.counters.iter().map(Counter::total_steps).collect()
     }
 
-    /// Energy per channel since the first sample, and the total without double counting.
+    /// Energy per channel since the first sample, with its uncertainty, and the total
+    /// without double counting.
     pub fn report(&self) -> EnergyReport {
         let elapsed = self.elapsed();
         let ids: Vec<DomainId> = self.channels().iter().map(|c| c.id).collect();
+        let mut warnings = Vec::new();
         let domains: Vec<DomainEnergy> = self
             .counters
             .iter()
             .zip(&ids)
-            .map(|(c, id)| DomainEnergy {
-                socket: id.socket.0,
-                die: id.die,
-                domain: id.domain.name(),
-                energy_j: c.total(),
-                mean_power_w: c.total().per(elapsed),
-                wraps: c.wraps(),
+            .map(|(c, id)| domain_energy(c, *id, elapsed))
+            .collect();
+        let moved: Vec<bool> = self.counters.iter().map(|c| c.total_steps() > 0).collect();
+
+        // psys: one platform counter, on the package that reads it.
+        let psys: Vec<usize> = indices(&ids, |d| d == Domain::Psys);
+        let live_psys: Vec<usize> = psys.iter().copied().filter(|&i| moved[i]).collect();
+        let dead_psys: Vec<usize> = psys.iter().copied().filter(|&i| !moved[i]).collect();
+        if !psys.is_empty() && live_psys.is_empty() {
+            warnings.push(format!(
+                "psys ({}) did not move during the run: it is disabled by the firmware, or read on a package that is not the one that reports it; it is left out of the total",
+                names(&ids, &dead_psys)
+            ));
+        } else if !dead_psys.is_empty() {
+            warnings.push(format!(
+                "psys reads 0 on {}: only one package reports psys (as on Sapphire and Emerald Rapids); {} is the one",
+                names(&ids, &dead_psys),
+                names(&ids, &live_psys[..1])
+            ));
+        }
+        if live_psys.len() > 1 {
+            warnings.push(format!(
+                "psys moved on {}: a platform has one psys; only {} is counted in the total",
+                names(&ids, &live_psys),
+                ids[live_psys[0]]
+            ));
+        }
+        let members = total_members_live(&ids, &moved);
+        let total = members_total(&domains, &members, elapsed);
+        let rule = total_rule_of(&ids, &members);
+
+        // psys in whole joules (Sapphire Rapids) can be coarser than the run needs.
+        let finer_total = match members.as_slice() {
+            [p] if ids[*p].domain == Domain::Psys => {
+                let rest: Vec<usize> = total_members_live(
+                    &ids,
+                    &moved
+                        .iter()
+                        .zip(&ids)
+                        .map(|(&m, id)| m && id.domain != Domain::Psys)
+                        .collect::<Vec<_>>(),
+                );
+                let finer = members_total(&domains, &rest, elapsed);
+                match (total.as_ref(), finer) {
+                    (Some(t), Some(f))
+                        if t.uncertainty_j.0 > 2.0 * f.uncertainty_j.0
+                            && t.uncertainty_j.0 > DOMINATED * t.energy_j.0 / 5.0 =>
+                    {
+                        warnings.push(format!(
+                            "psys counts in steps of {:.3} J: the total {:.6} ± {:.6} J is coarse for this run; {} = {:.6} ± {:.6} J is finer but leaves out the rest of the platform",
+                            domains[*p].quantum_j.0,
+                            t.energy_j.0,
+                            t.uncertainty_j.0,
+                            total_rule_of(&ids, &rest),
+                            f.energy_j.0,
+                            f.uncertainty_j.0
+                        ));
+                        Some(FinerTotal {
+                            rule: total_rule_of(&ids, &rest),
+                            energy_j: f.energy_j,
+                            uncertainty_j: f.uncertainty_j,
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+
+        // A domain inside package that exceeds it is a counter that lies.
+        for (i, id) in ids.iter().enumerate() {
+            let Some(parent) = id.domain.parent() else {
+                continue;
+            };
+            let Some(p) = ids
+                .iter()
+                .position(|o| o.domain == parent && o.socket == id.socket && o.die == id.die)
+            else {
+                continue;
+            };
+            let (c, pk) = (&domains[i], &domains[p]);
+            if c.energy_j.0 - pk.energy_j.0 > c.uncertainty_j.0 + pk.uncertainty_j.0 {
+                warnings.push(format!(
+                    "{id} ({:.6} ± {:.6} J) exceeds {} ({:.6} ± {:.6} J), which contains it: one of the two counters is wrong (a frozen, reset or misreported package counter)",
+                    c.energy_j.0, c.uncertainty_j.0, ids[p], pk.energy_j.0, pk.uncertainty_j.0
+                ));
+            }
+        }
+
+        // Resets, steps back and jumps: when, what, and what was counted instead.
+        let first = self.first_ns.unwrap_or(0);
+        let events: Vec<CounterEventReport> = self
+            .events
+            .iter()
+            .map(|e| {
+                let c = &self.counters[e.channel];
+                CounterEventReport {
+                    domain: ids[e.channel].to_string(),
+                    t_s: (e.t_ns.saturating_sub(first)) as f64 * 1e-9,
+                    kind: e.step.kind.name(),
+                    from_raw: e.step.from,
+                    to_raw: e.step.to,
+                    counted_j: c.joules(e.step.steps),
+                    plausible_j: c.joules(e.step.bound),
+                }
             })
             .collect();
-        let total: Joules = total_members(&ids)
-            .into_iter()
-            .map(|i| domains[i].energy_j)
-            .sum();
-        let warnings = self
+        for (e, r) in self.events.iter().zip(&events) {
+            warnings.push(event_warning(r, &self.channels()[e.channel]));
+        }
+        if self.events_dropped > 0 {
+            warnings.push(format!(
+                "{} more counter resets, steps back or jumps were not listed",
+                self.events_dropped
+            ));
+        }
+
+        // Counters that stopped, and figures their resolution dominates.
+        for ((c, &changed), d) in self
             .channels()
             .iter()
             .zip(&self.last_change_ns)
-            .filter_map(|(c, &changed)| {
-                let still = Duration::from_nanos(self.last_ns.saturating_sub(changed));
-                (still >= STALE_AFTER).then(|| {
-                    format!(
-                        "{} ({}): the counter did not advance during the last {:.3} s: a frozen counter, or a domain drawing no power",
-                        c.id,
-                        c.origin.display(),
-                        still.as_secs_f64()
-                    )
-                })
-            })
-            .collect();
+            .zip(&domains)
+        {
+            if c.id.domain == Domain::Psys && d.energy_j.0 == 0.0 {
+                continue; // said above
+            }
+            let still = Duration::from_nanos(self.last_ns.saturating_sub(changed));
+            if still >= STALE_AFTER {
+                warnings.push(format!(
+                    "{} ({}): the counter did not advance during the last {:.3} s: a frozen counter, or a domain drawing no power",
+                    c.id,
+                    c.origin.display(),
+                    still.as_secs_f64()
+                ));
+            } else if d.energy_j.0 == 0.0 && elapsed > Duration::ZERO {
+                warnings.push(format!(
+                    "{}: the counter did not move during the {:.3} s measured: the run is shorter than the counter's update interval, so its energy is not known",
+                    c.id,
+                    elapsed.as_secs_f64()
+                ));
+            }
+        }
+        if let Some(t) = &total {
+            if t.energy_j.0 > 0.0 && t.uncertainty_j.0 > DOMINATED * t.energy_j.0 {
+                let p = t.energy_j.per(elapsed).0.max(f64::MIN_POSITIVE);
+                // Long enough for the fixed part (quantum + one update) to be 1 %.
+                let need = t.uncertainty_j.0 / (0.01 * p);
+                warnings.push(format!(
+                    "the total's uncertainty (± {:.6} J) is {:.0} % of it: over {:.3} s the counters' resolution dominates (their step and ~{:.1} ms update interval); measure for at least {:.2} s for 1 %",
+                    t.uncertainty_j.0,
+                    100.0 * t.uncertainty_j.0 / t.energy_j.0,
+                    elapsed.as_secs_f64(),
+                    domains
+                        .iter()
+                        .map(|d| d.update_interval_s)
+                        .fold(0.0, f64::max)
+                        * 1e3,
+                    need
+                ));
+            }
+        }
+
         EnergyReport {
             mechanism: self.mechanism().name(),
             duration_s: elapsed.as_secs_f64(),
             domains,
-            total_energy_j: total,
-            total_power_w: total.per(elapsed),
-            total_rule: total_rule(&ids),
+            total_energy_j: total.as_ref().map(|t| t.energy_j),
+            total_uncertainty_j: total.as_ref().map(|t| t.uncertainty_j),
+            total_power_w: total.as_ref().map(|t| t.energy_j.per(elapsed)),
+            total_power_uncertainty_w: total.as_ref().map(|t| t.uncertainty_j.per(elapsed)),
+            total_rule: rule,
+            finer_total,
+            counter_events: events,
             warnings,
         }
     }
+}
+
+/// A sum of members' energies and uncertainties.
+struct Sum {
+    energy_j: Joules,
+    uncertainty_j: Joules,
+}
+
+fn members_total(domains: &[DomainEnergy], members: &[usize], _elapsed: Duration) -> Option<Sum> {
+    (!members.is_empty()).then(|| Sum {
+        energy_j: members.iter().map(|&i| domains[i].energy_j).sum(),
+        // Worst case: the members' errors come from the same read times, so they add.
+        uncertainty_j: members.iter().map(|&i| domains[i].uncertainty_j).sum(),
+    })
+}
+
+fn names(ids: &[DomainId], which: &[usize]) -> String {
+    which
+        .iter()
+        .map(|&i| format!("socket {}", ids[i].socket))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn indices(ids: &[DomainId], keep: impl Fn(Domain) -> bool) -> Vec<usize> {
+    ids.iter()
+        .enumerate()
+        .filter(|(_, id)| keep(id.domain))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// One counter's energy, and its uncertainty: the counter's quantum (a difference of
+/// two truncated readings), the energy of one update interval (each reading lags the
+/// truth by up to one update), and the energy of the time whose energy was lost to a
+/// reset or glitch (estimated at the counter's mean power).
+fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
+    let energy = c.total();
+    let (intervals, changes) = c.intervals();
+    let t = elapsed.as_secs_f64();
+    // Read faster than it updates (some reads saw no change): the interval observed.
+    let update = if changes > 0 && intervals > changes {
+        (t / changes as f64).max(UPDATE_INTERVAL.as_secs_f64())
+    } else {
+        UPDATE_INTERVAL.as_secs_f64()
+    };
+    let counted = (t - c.lost().as_secs_f64()).max(0.0);
+    let power = if counted > 0.0 {
+        energy.0 / counted
+    } else {
+        0.0
+    };
+    let quantum = c.quantum();
+    let u = quantum.0 + power * update + power * c.lost().as_secs_f64();
+    let uncertainty = if intervals == 0 {
+        Joules(0.0)
+    } else {
+        Joules(u)
+    };
+    DomainEnergy {
+        socket: id.socket.0,
+        die: id.die,
+        domain: id.domain.name(),
+        energy_j: energy,
+        uncertainty_j: uncertainty,
+        mean_power_w: energy.per(elapsed),
+        power_uncertainty_w: uncertainty.per(elapsed),
+        quantum_j: quantum,
+        update_interval_s: update,
+        wraps: c.wraps(),
+        anomalies: c.anomalies(),
+    }
+}
+
+fn event_warning(e: &CounterEventReport, c: &Channel) -> String {
+    let what = match e.kind {
+        "reset" => format!(
+            "restarted from 0 (module reload or resume?): counted the {:.6} J since the restart, the energy before it in that interval is lost",
+            e.counted_j.0
+        ),
+        "backstep" => "stepped back: not a wrap (a wrap would mean more energy than the domain can draw in that interval); counted 0 J for the interval".to_string(),
+        _ => "jumped forward by more than the domain can draw in that interval; counted 0 J for the interval".to_string(),
+    };
+    format!(
+        "{} ({}) at {:.3} s: raw {} -> {}: {what} (plausible at most {:.6} J); the counter was rebased",
+        e.domain,
+        c.origin.display(),
+        e.t_s,
+        e.from_raw,
+        e.to_raw,
+        e.plausible_j.0
+    )
 }
 
 /// The energy of each domain over a measurement.
@@ -228,10 +514,51 @@ pub struct DomainEnergy {
     pub domain: &'static str,
     /// Energy in joules.
     pub energy_j: Joules,
+    /// ± bound on `energy_j`: the counter's quantum, one update interval's energy, and
+    /// the energy of intervals lost to resets or glitches (at the mean power).
+    pub uncertainty_j: Joules,
     /// Mean power in watts.
     pub mean_power_w: Watts,
+    /// ± bound on `mean_power_w` (`uncertainty_j` over the duration).
+    pub power_uncertainty_w: Watts,
+    /// The counter's smallest step as observed (1 J for psys on Sapphire Rapids).
+    pub quantum_j: Joules,
+    /// The update interval assumed (1 ms) or observed (longer), seconds.
+    pub update_interval_s: f64,
     /// How many times the counter wrapped (corrected).
     pub wraps: u64,
+    /// Resets, steps back and jumps of the counter (see `counter_events`).
+    pub anomalies: u64,
+}
+
+/// A total with a finer resolution than psys, offered beside a psys total.
+#[derive(Debug, Clone, Serialize)]
+pub struct FinerTotal {
+    /// What it adds up.
+    pub rule: String,
+    /// Energy in joules.
+    pub energy_j: Joules,
+    /// ± bound.
+    pub uncertainty_j: Joules,
+}
+
+/// A reset, backward step or implausible jump, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct CounterEventReport {
+    /// The counter (`socket/domain`).
+    pub domain: String,
+    /// Seconds from the first reading.
+    pub t_s: f64,
+    /// `reset`, `backstep` or `jump`.
+    pub kind: &'static str,
+    /// The raw reading before.
+    pub from_raw: u64,
+    /// The raw reading after.
+    pub to_raw: u64,
+    /// Energy counted for the interval.
+    pub counted_j: Joules,
+    /// The most the domain could plausibly draw over the interval.
+    pub plausible_j: Joules,
 }
 
 /// A measurement's result.
@@ -243,13 +570,23 @@ pub struct EnergyReport {
     pub duration_s: f64,
     /// Per-domain energy.
     pub domains: Vec<DomainEnergy>,
-    /// The total, counting each joule once (see `total_rule`).
-    pub total_energy_j: Joules,
+    /// The total, counting each joule once (see `total_rule`); `None` when nothing
+    /// selected can be totalled (a psys that does not move, alone).
+    pub total_energy_j: Option<Joules>,
+    /// ± bound on the total (the members' uncertainties added).
+    pub total_uncertainty_j: Option<Joules>,
     /// Mean total power.
-    pub total_power_w: Watts,
-    /// What the total adds up.
-    pub total_rule: &'static str,
-    /// Things that make a figure doubtful (a counter that stopped moving).
+    pub total_power_w: Option<Watts>,
+    /// ± bound on the mean total power.
+    pub total_power_uncertainty_w: Option<Watts>,
+    /// What the total adds up, e.g. `package + dram`, `core + uncore`, `psys`.
+    pub total_rule: String,
+    /// With a psys total coarser than the run needs: packages + dram, finer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finer_total: Option<FinerTotal>,
+    /// Resets, steps back and jumps of the counters.
+    pub counter_events: Vec<CounterEventReport>,
+    /// Things that make a figure doubtful.
     pub warnings: Vec<String>,
 }
 
@@ -288,6 +625,7 @@ mod tests {
             unit: EnergyUnit::Microjoule,
             wrap: Wrap::Modulus(modulus),
             origin: PathBuf::from(format!("/fake/{socket}/{domain}")),
+            limit: None,
         }
     }
 
@@ -311,7 +649,7 @@ mod tests {
         assert_eq!(r.domains[0].energy_j, Joules(0.2));
         assert_eq!(r.domains[0].wraps, 1);
         // core is inside package: the total is package + dram.
-        assert!((r.total_energy_j.0 - 0.45).abs() < 1e-12);
+        assert!((r.total_energy_j.unwrap().0 - 0.45).abs() < 1e-12);
         assert_eq!(r.total_rule, "package + dram");
     }
 
@@ -344,5 +682,155 @@ mod tests {
         let w = meter.wrap_warnings(Duration::from_millis(10));
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("raise --freq"), "{}", w[0]);
+    }
+
+    /// A meter over `ids`, fed with `reads` (µJ counters of a 2^40 range) at `dt_ms`.
+    fn fed(ids: &[(u32, Domain)], reads: &[Vec<u64>], dt_ms: u64) -> EnergyReport {
+        let src = Scripted {
+            channels: ids.iter().map(|&(s, d)| channel(s, d, 1 << 40)).collect(),
+            values: vec![],
+            next: 0,
+        };
+        let mut meter = Meter::new(Box::new(src));
+        for (i, r) in reads.iter().enumerate() {
+            meter.feed(i as u64 * dt_ms * 1_000_000, r).unwrap();
+        }
+        meter.report()
+    }
+
+    #[test]
+    fn a_psys_that_reads_zero_leaves_the_total_to_packages_and_dram() {
+        use Domain::*;
+        let ids = [(0, Package), (0, Dram), (0, Psys), (1, Psys)];
+        // The master is package 1: socket 0's psys reads 0 throughout.
+        let reads: Vec<Vec<u64>> = (0..11u64)
+            .map(|i| vec![i * 2_000_000, i * 500_000, 0, i * 3_000_000])
+            .collect();
+        let r = fed(&ids, &reads, 100);
+        assert_eq!(r.total_rule, "psys (covers the platform)");
+        assert_eq!(r.total_energy_j, Some(Joules(30.0)));
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("psys reads 0 on socket 0")),
+            "{:?}",
+            r.warnings
+        );
+        // Disabled everywhere: before, the total was 0 J "psys (covers the platform)".
+        let reads: Vec<Vec<u64>> = (0..11u64)
+            .map(|i| vec![i * 2_000_000, i * 500_000, 0, 0])
+            .collect();
+        let r = fed(&ids, &reads, 100);
+        assert_eq!(r.total_rule, "package + dram");
+        assert_eq!(r.total_energy_j, Some(Joules(25.0)));
+        assert!(
+            r.warnings.iter().any(|w| w.contains("did not move")),
+            "{:?}",
+            r.warnings
+        );
+        // psys alone and disabled: no total, not a 0.
+        let r = fed(&[(0, Psys)], &vec![vec![0]; 5], 100);
+        assert_eq!(r.total_energy_j, None);
+        assert_eq!(r.total_rule, "none");
+    }
+
+    #[test]
+    fn a_psys_in_whole_joules_offers_the_finer_packages_plus_dram() {
+        use Domain::*;
+        // 50 ms at 54 W: psys moves in 1 J steps (SPR), package + dram in µJ.
+        let reads: Vec<Vec<u64>> = (0..11u64)
+            .map(|i| {
+                vec![
+                    i * 250_000,
+                    i * 20_000,
+                    (i * 270_000) / 1_000_000 * 1_000_000 + if i > 4 { 1_000_000 } else { 0 },
+                ]
+            })
+            .collect();
+        let r = fed(&[(0, Package), (0, Dram), (0, Psys)], &reads, 5);
+        let f = r.finer_total.as_ref().expect("a finer total");
+        assert_eq!(f.rule, "package + dram");
+        assert!((f.energy_j.0 - 2.7).abs() < 1e-9, "{f:?}");
+        assert!(
+            f.uncertainty_j.0 < 0.1 * r.total_uncertainty_j.unwrap().0,
+            "{r:?}"
+        );
+        assert!(
+            r.warnings.iter().any(|w| w.contains("coarse")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn core_above_package_beyond_resolution_is_a_warning_naming_both() {
+        use Domain::*;
+        // The package counter froze; core went on.
+        let reads: Vec<Vec<u64>> = (0..11u64).map(|i| vec![5_000_000, i * 1_000_000]).collect();
+        let r = fed(&[(0, Package), (0, Core)], &reads, 100);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("0/core") && w.contains("exceeds 0/package")),
+            "{:?}",
+            r.warnings
+        );
+        // Within resolution: no warning.
+        let reads: Vec<Vec<u64>> = (0..11u64)
+            .map(|i| vec![i * 1_000_000, i * 1_000_000 + 1])
+            .collect();
+        let r = fed(&[(0, Package), (0, Core)], &reads, 100);
+        assert!(
+            !r.warnings.iter().any(|w| w.contains("exceeds")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn a_reset_is_reported_with_its_time_and_counted_from_zero() {
+        use Domain::*;
+        let reads = vec![
+            vec![9_000_000],
+            vec![9_100_000],
+            vec![40_000],
+            vec![140_000],
+        ];
+        let r = fed(&[(0, Package)], &reads, 5);
+        // 0.1 J, then 0.04 J since the restart, then 0.1 J.
+        assert!((r.domains[0].energy_j.0 - 0.24).abs() < 1e-12, "{r:?}");
+        assert_eq!(r.counter_events.len(), 1);
+        let e = &r.counter_events[0];
+        assert_eq!((e.kind, e.domain.as_str()), ("reset", "0/package"));
+        assert!((e.t_s - 0.010).abs() < 1e-9);
+        assert!(
+            r.warnings.iter().any(|w| w.contains("restarted from 0")),
+            "{:?}",
+            r.warnings
+        );
+        // The lost part of the interval widens the uncertainty.
+        assert!(r.domains[0].uncertainty_j.0 > 0.1, "{r:?}");
+    }
+
+    #[test]
+    fn a_run_shorter_than_the_update_interval_says_its_resolution_dominates() {
+        use Domain::*;
+        // 2 ms at 24 W with a counter updating every 1 ms: 48 mJ ± 24 mJ.
+        let reads = vec![vec![0], vec![24_000], vec![48_000]];
+        let r = fed(&[(0, Package)], &reads, 1);
+        let u = r.total_uncertainty_j.unwrap().0;
+        assert!(u >= 0.024 - 1e-9, "{r:?}");
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("resolution dominates")),
+            "{:?}",
+            r.warnings
+        );
+        // A counter read every 1 ms that updates every 50 ms: the interval observed.
+        let reads: Vec<Vec<u64>> = (0..201u64).map(|i| vec![(i / 50) * 1_000_000]).collect();
+        let r = fed(&[(0, Package)], &reads, 1);
+        assert!(r.domains[0].update_interval_s >= 0.049, "{r:?}");
+        assert!(r.domains[0].uncertainty_j.0 >= 0.049 * 20.0 - 1e-6, "{r:?}");
     }
 }

@@ -229,9 +229,16 @@ pub struct Overhead {
     pub sampler_cpu: Option<usize>,
     /// Whether the sampler ran with SCHED_FIFO.
     pub realtime: bool,
+    /// Whether the run was long enough for the per-second figures (`cpu_percent`,
+    /// `wakeups_per_s`) to mean something: at least [`Overhead::MEANINGFUL_S`] and
+    /// 10 samples. A 2 ms run's start-up cost is no rate.
+    pub rates_meaningful: bool,
 }
 
 impl Overhead {
+    /// The shortest run whose self-cost is stated as a rate, seconds.
+    pub const MEANINGFUL_S: f64 = 1.0;
+
     /// Puts the sampler's and writer's figures together.
     pub fn new(sampler: &SamplerCounts, writer: ThreadUsage, written: u64) -> Overhead {
         let duration_ns = sampler.last_ns.saturating_sub(sampler.first_ns);
@@ -253,6 +260,7 @@ impl Overhead {
             pinned_cpu: sampler.pinned_cpu,
             sampler_cpu: sampler.last_cpu,
             realtime: sampler.realtime,
+            rates_meaningful: false,
         };
         o.derive();
         o
@@ -289,19 +297,32 @@ impl Overhead {
         };
         self.cpu_percent = pct;
         self.wakeups_per_s = wakeups;
+        self.rates_meaningful = self.duration_s >= Self::MEANINGFUL_S && self.samples >= 10;
     }
 }
 
 impl fmt::Display for Overhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let us = |ns: u64| ns as f64 / 1e3;
-        writeln!(
-            f,
-            "  quietwatt's own cost: {:.3} % of one CPU, {:.2} us of CPU per sample ({:.2} us in the sampler)",
-            self.cpu_percent,
-            self.cpu_per_sample_ns / 1e3,
-            self.sampler_cpu_per_sample_ns / 1e3
-        )?;
+        if self.rates_meaningful {
+            writeln!(
+                f,
+                "  quietwatt's own cost: {:.3} % of one CPU, {:.2} us of CPU per sample ({:.2} us in the sampler)",
+                self.cpu_percent,
+                self.cpu_per_sample_ns / 1e3,
+                self.sampler_cpu_per_sample_ns / 1e3
+            )?;
+        } else {
+            let all = self.sampler.plus(self.writer).plus(self.waiter);
+            writeln!(
+                f,
+                "  quietwatt's own cost: {:.3} ms of CPU over {:.3} s and {} samples: too short a run for a share of a CPU or a rate per second to mean anything (measure at least {} s)",
+                all.cpu_ns as f64 / 1e6,
+                self.duration_s,
+                self.samples,
+                Self::MEANINGFUL_S
+            )?;
+        }
         writeln!(
             f,
             "    sampler: {:.3} ms CPU, {} voluntary / {} involuntary context switches{}{}",
@@ -322,10 +343,14 @@ impl fmt::Display for Overhead {
         )?;
         writeln!(
             f,
-            "    waiting: {:.3} ms CPU, {} voluntary context switches; {:.1} wake-ups/s in all",
+            "    waiting: {:.3} ms CPU, {} voluntary context switches{}",
             self.waiter.cpu_ns as f64 / 1e6,
             self.waiter.voluntary_switches,
-            self.wakeups_per_s
+            if self.rates_meaningful {
+                format!("; {:.1} wake-ups/s in all", self.wakeups_per_s)
+            } else {
+                String::new()
+            }
         )?;
         writeln!(
             f,

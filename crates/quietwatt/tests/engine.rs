@@ -41,6 +41,7 @@ impl Scripted {
                     unit: EnergyUnit::Microjoule,
                     wrap,
                     origin: PathBuf::from(format!("/scripted/{i}")),
+                    limit: None,
                 })
                 .collect(),
             script,
@@ -76,7 +77,7 @@ impl Source for Scripted {
 }
 
 fn meter(n: usize, script: Script) -> Meter {
-    Meter::new(Box::new(Scripted::new(n, script, Wrap::U64)))
+    Meter::new(Box::new(Scripted::new(n, script, Wrap::PERF)))
 }
 
 /// One sample as collected: t_ns, interval_ns, missed, merged, freq_hz, joules per channel.

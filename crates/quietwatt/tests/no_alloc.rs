@@ -77,8 +77,9 @@ fn the_sampler_loop_allocates_nothing() {
             .map(|i| Channel {
                 id: DomainId::new(i, Domain::Package),
                 unit: EnergyUnit::Microjoule,
-                wrap: Wrap::U64,
+                wrap: Wrap::PERF,
                 origin: PathBuf::from("/spy"),
+                limit: None,
             })
             .collect(),
         reads: 0,

@@ -151,7 +151,9 @@ pub fn print_notes(meter: &Meter) {
     }
 }
 
-/// The human table, on stderr so that the command's own output stays clean.
+/// The human table, on stderr so that the command's own output stays clean. Every
+/// figure carries its ± bound (the counters' step, their update interval, and any
+/// interval lost to a reset or glitch).
 pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
     eprintln!();
     eprintln!(
@@ -162,19 +164,41 @@ pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
     );
     eprintln!();
     eprintln!(
-        "  {:>6}  {:<8} {:>14} {:>14}",
-        "socket", "domain", "energy (J)", "power (W)"
+        "  {:>6}  {:<8} {:>14} {:>12} {:>12} {:>10}",
+        "socket", "domain", "energy (J)", "± (J)", "power (W)", "± (W)"
     );
     for d in &r.domains {
         eprintln!(
-            "  {:>6}  {:<8} {:>14.6} {:>14.3}",
-            d.socket, d.domain, d.energy_j.0, d.mean_power_w.0
+            "  {:>6}  {:<8} {:>14.6} {:>12.6} {:>12.3} {:>10.3}",
+            d.socket,
+            d.domain,
+            d.energy_j.0,
+            d.uncertainty_j.0,
+            d.mean_power_w.0,
+            d.power_uncertainty_w.0
         );
     }
-    eprintln!(
-        "  {:>6}  {:<8} {:>14.6} {:>14.3}   = {}",
-        "", "total", r.total_energy_j.0, r.total_power_w.0, r.total_rule
-    );
+    match (
+        r.total_energy_j,
+        r.total_uncertainty_j,
+        r.total_power_w,
+        r.total_power_uncertainty_w,
+    ) {
+        (Some(e), Some(u), Some(p), Some(pu)) => eprintln!(
+            "  {:>6}  {:<8} {:>14.6} {:>12.6} {:>12.3} {:>10.3}   = {}",
+            "", "total", e.0, u.0, p.0, pu.0, r.total_rule
+        ),
+        _ => eprintln!(
+            "  {:>6}  {:<8} {:>14}   (nothing selected can be totalled: see the warnings)",
+            "", "total", "-"
+        ),
+    }
+    if let Some(f) = &r.finer_total {
+        eprintln!(
+            "  {:>6}  {:<8} {:>14.6} {:>12.6}   = {} (finer than psys)",
+            "", "", f.energy_j.0, f.uncertainty_j.0, f.rule
+        );
+    }
     eprintln!();
     eprintln!("  {:.6} seconds measured", r.duration_s);
     eprintln!();

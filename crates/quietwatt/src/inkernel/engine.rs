@@ -943,8 +943,9 @@ mod tests {
         Channel {
             id: DomainId::new(socket, domain),
             unit: EnergyUnit::PowerOfTwo(32),
-            wrap: Wrap::U64,
+            wrap: Wrap::PERF,
             origin: PathBuf::from(format!("test/{socket}/{domain}")),
+            limit: None,
         }
     }
 

@@ -328,8 +328,9 @@ impl Plan {
                     channels.push(Channel {
                         id: spec.id,
                         unit: spec.unit,
-                        wrap: Wrap::U64,
+                        wrap: Wrap::PERF,
                         origin: spec.origin.clone(),
+                        limit: None,
                     });
                     channels.len() - 1
                 }
@@ -592,7 +593,7 @@ mod tests {
             .map(|g| (g.cpu, g.channels.clone()))
             .collect();
         assert_eq!(g, vec![(0, vec![0]), (0, vec![1]), (2, vec![1])]);
-        assert!(ring.channels.iter().all(|c| c.wrap == Wrap::U64));
+        assert!(ring.channels.iter().all(|c| c.wrap == Wrap::PERF));
     }
 
     #[test]

@@ -1373,7 +1373,7 @@ impl Executor for ProcessExecutor {
         if let Some(meter) = energy.as_mut() {
             if meter.sample().is_ok() {
                 let report = meter.report();
-                m.energy_j = Some(report.total_energy_j.0);
+                m.energy_j = report.total_energy_j.map(|j| j.0);
                 m.energy_s = Some(report.duration_s);
             }
         }

@@ -8,11 +8,11 @@ pub mod msr;
 pub mod perf;
 pub mod powercap;
 
-use crate::counter::Wrap;
+use crate::counter::{Counter, Plausible, Wrap};
 use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::root::SysRoot;
-use crate::units::EnergyUnit;
+use crate::units::{EnergyUnit, Watts};
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -90,6 +90,31 @@ pub struct Channel {
     pub wrap: Wrap,
     /// What is read (file, device and register), for errors and listings.
     pub origin: PathBuf,
+    /// The most the domain can draw as the system states it (the largest powercap
+    /// constraint of the zone), when it states it; `None`: the domain's documented
+    /// default ([`Domain::max_plausible_power`]).
+    pub limit: Option<Watts>,
+}
+
+impl Channel {
+    /// How much a stated limit is exceeded, at most, over an interval: short-term
+    /// limits (PL2, PL4) and their excursions sit above the long-term one; the largest
+    /// stated limit is doubled.
+    pub const LIMIT_MARGIN: f64 = 2.0;
+
+    /// The power above which an advance of this counter is not physically plausible:
+    /// twice the stated limit, or the domain's generous default.
+    pub fn plausible_power(&self) -> Watts {
+        match self.limit {
+            Some(w) if w.0 > 0.0 => Watts(w.0 * Self::LIMIT_MARGIN),
+            _ => self.id.domain.max_plausible_power(),
+        }
+    }
+
+    /// A counter for this channel, guarded by its plausible power.
+    pub fn counter(&self) -> Counter {
+        Counter::new(self.wrap, self.unit, Plausible::at(self.plausible_power()))
+    }
 }
 
 /// A mechanism opened on a set of channels, ready to be read again and again.

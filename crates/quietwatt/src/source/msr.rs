@@ -490,6 +490,7 @@ impl Msr {
                         unit: spec.unit,
                         wrap: Wrap::Modulus(1 << 32),
                         origin: origin.clone(),
+                        limit: None,
                     });
                     members.push(1);
                     channels.len() - 1

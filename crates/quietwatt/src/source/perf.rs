@@ -24,7 +24,7 @@
 //! shares a [`DomainId`].
 //!
 //! **Wrap and update caveat.** The kernel accumulates each event into a 64-bit
-//! count, so the counter wraps at 2^64 ([`Wrap::U64`]): at 2^-32 J per step that is
+//! count, so the counter wraps at 2^64 ([`Wrap::PERF`]): at 2^-32 J per step that is
 //! 2^32 J, ~248 days at 200 W. But the kernel adds each hardware update as a
 //! *sign-extended* 32-bit difference: more than 2^31 raw steps between two updates
 //! is added as a negative amount. Its own hrtimer updates every 5×2^(31−ESU) ms
@@ -531,8 +531,9 @@ impl PerfEvents {
                     channels.push(Channel {
                         id: spec.id,
                         unit: spec.unit,
-                        wrap: Wrap::U64,
+                        wrap: Wrap::PERF,
                         origin: spec.origin.clone(),
+                        limit: None,
                     });
                     members.push(1);
                     channels.len() - 1
@@ -924,7 +925,7 @@ mod tests {
             .collect();
         let mut src = PerfEvents::from_specs(specs).unwrap();
         assert_eq!(src.channels().len(), cpus.len());
-        assert!(src.channels().iter().all(|c| c.wrap == Wrap::U64));
+        assert!(src.channels().iter().all(|c| c.wrap == Wrap::PERF));
         let mut a = vec![0u64; cpus.len()];
         let mut b = vec![0u64; cpus.len()];
         let t0 = Instant::now();
@@ -934,7 +935,7 @@ mod tests {
         let elapsed = t0.elapsed().as_nanos() as f64;
         for i in 0..cpus.len() {
             // cpu-clock on a CPU counts every nanosecond it is enabled, idle or not.
-            let d = Wrap::U64.delta(a[i], b[i]) as f64;
+            let d = Wrap::PERF.delta(a[i], b[i]) as f64;
             assert!(
                 d > 0.75 * elapsed && d < 1.25 * elapsed,
                 "cpu {}: counted {d} ns in {elapsed} ns",

@@ -17,7 +17,7 @@ use crate::counter::Wrap;
 use crate::domain::{Domain, DomainId, Socket};
 use crate::error::{Error, Result};
 use crate::root::{read_trimmed, SysRoot};
-use crate::units::EnergyUnit;
+use crate::units::{EnergyUnit, Watts};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -39,6 +39,9 @@ pub struct Zone {
     pub max_energy_range_uj: u64,
     /// The zone directory.
     pub dir: PathBuf,
+    /// The largest power its constraints state (`constraint_*_power_limit_uw` and
+    /// `constraint_*_max_power_uw`), if it has any.
+    pub limit: Option<Watts>,
 }
 
 impl Zone {
@@ -122,6 +125,7 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<Zone>, Vec<String>)> {
             id,
             max_energy_range_uj,
             dir: dir.clone(),
+            limit: stated_limit(dir),
         });
     }
     // AMD's core energy register is per core, and powercap reads it on the package's
@@ -142,6 +146,25 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<Zone>, Vec<String>)> {
     }
     zones.sort_by_key(|z| z.id);
     Ok((zones, notes))
+}
+
+/// The largest power a zone's constraints state: what the platform says the domain
+/// may draw (`intel_rapl_common.c` exposes PL1, PL2 and PL4 as constraints 0..2 and
+/// the long-term maximum as `constraint_0_max_power_uw`). Unreadable or absent files
+/// are ignored: the bound then falls back to the domain's default.
+fn stated_limit(dir: &Path) -> Option<Watts> {
+    let mut best: Option<u64> = None;
+    for i in 0..4 {
+        for what in ["power_limit_uw", "max_power_uw"] {
+            let path = dir.join(format!("constraint_{i}_{what}"));
+            if let Some(uw) = read_trimmed(&path).ok().and_then(|t| t.parse::<u64>().ok()) {
+                if uw > 0 {
+                    best = Some(best.map_or(uw, |b| b.max(uw)));
+                }
+            }
+        }
+    }
+    best.map(|uw| Watts(uw as f64 / 1e6))
 }
 
 /// What a zone measures, from its name (and its parent's, for subzones).
@@ -198,6 +221,7 @@ impl Powercap {
                 unit: EnergyUnit::Microjoule,
                 wrap: z.wrap(),
                 origin: path,
+                limit: z.limit,
             });
         }
         Ok(Powercap {
