@@ -1,5 +1,6 @@
-//! Energy-unit quirks of RAPL MSRs, as data: one table, one row per CPU model and
-//! quirk, each row naming the kernel table it was copied from.
+//! Energy-unit quirks of RAPL MSRs, and the kernel's RAPL model tables, as data:
+//! one row per CPU model, each table naming the kernel file and table it was
+//! copied from and the copy that was read.
 //!
 //! The unit register (`MSR_RAPL_POWER_UNIT` 0x606, AMD 0xC0010299) gives the
 //! energy-status unit (ESU, bits 12:8) as 2^-ESU J per step. Some parts ignore it
@@ -9,8 +10,9 @@
 //! - perf (`arch/x86/events/rapl.c`, `RAPL_UNIT_QUIRK_*`) fixes DRAM at exactly
 //!   2^-16 J on Haswell-X, Broadwell-X, **Broadwell-D**, Skylake-X, Icelake-X/D and
 //!   Xeon Phi, and psys at 2^0 J on Sapphire/Emerald Rapids.
-//! - powercap (`drivers/powercap/intel_rapl_common.c`, `rapl_defaults_*`) fixes DRAM
-//!   at 15.3 µJ (not 2^-16 J = 15.2588 µJ) and leaves Broadwell-D to the register.
+//! - powercap (`rapl_defaults_*` in `drivers/powercap/intel_rapl_msr.c`, formerly
+//!   `intel_rapl_common.c`) fixes DRAM at 15.3 µJ (not 2^-16 J = 15.2588 µJ) and
+//!   leaves Broadwell-D to the register.
 //!
 //! The MSR mechanism follows **perf's** table, the exact power of two, including
 //! Broadwell-D; so on those parts powercap's DRAM reads about 0.27 % higher than
@@ -18,7 +20,25 @@
 //! The Atom inverted-unit rows come from powercap, the only driver that knows them
 //! (perf does not support those parts at all).
 //!
-//! Model numbers were checked against `arch/x86/include/asm/intel-family.h`.
+//! # Sources read (checked 2026 against the newest copies the code index held)
+//!
+//! - perf: `arch/x86/events/rapl.c`, `rapl_model_match` and the `model_*` structs,
+//!   torvalds/linux @ efef7f184f2e (has the `power_core` PMU, so 6.14 or later).
+//!   Copies quoted in later mails end with the same rows (`ARROWLAKE_U`,
+//!   `LUNARLAKE_M` last); no copy or patch found adds Granite Rapids or Sierra Forest.
+//! - powercap: `drivers/powercap/intel_rapl_msr.c`, `rapl_ids` (the table moved
+//!   there from `intel_rapl_common.c` in 2026 and gained `_pl4`/`_pl4_pmu` variants
+//!   of `rapl_defaults_core`, which change no unit). The index did not name that
+//!   copy's commit; the same model list, defaults for defaults, is the `-` side of
+//!   "powercap: intel_rapl: Cleanup coding style" (linux-pm, 2026-01-29, on
+//!   `intel_rapl_common.c` blob 3471cee7ac04).
+//! - model numbers: `arch/x86/include/asm/intel-family.h` (the `IFM(family, model)`
+//!   copy with both old and new names; Nova Lake from the 2025-08 tip commit
+//!   "x86/cpu: Add new Intel CPU model numbers for Wildcatlake and Novalake").
+//! - TPMI: `drivers/powercap/intel_rapl_tpmi.c` binds to a TPMI device, not to a
+//!   model table, so no kernel table lists its models; see [`TPMI_INTEL_MODELS`].
+//!
+//! Where [`QUIRKS`] and these tables must agree, the unit tests check it.
 
 use crate::cpuinfo::{CpuInfo, Vendor};
 use crate::domain::Domain;
@@ -56,20 +76,40 @@ pub struct QuirkRow {
 }
 
 impl QuirkRow {
-    /// Whether powercap (`intel_rapl_common.c`) applies this quirk too. Where it does
-    /// not (Broadwell-D's DRAM), powercap converts with the unit register and reads
-    /// 2^(16 - ESU) times what perf and the MSR mechanism read.
+    /// Whether powercap applies this quirk too: its `rapl_ids` row for the model
+    /// carries the matching `rapl_defaults_*` (hsw_server for DRAM, spr_server for
+    /// psys, an Atom one for inverted units). Where it does not (Broadwell-D's DRAM),
+    /// powercap converts with the unit register and reads 2^(16 - ESU) times what
+    /// perf and the MSR mechanism read.
     pub fn powercap_applies(&self) -> bool {
-        self.source != PERF_HSW_ONLY
+        let Some(row) = find(POWERCAP_INTEL_MODELS, self.family, self.model) else {
+            return false;
+        };
+        match self.quirk {
+            Quirk::FixedDramUnit => row.driver_data == "rapl_defaults_hsw_server",
+            Quirk::FixedPsysUnit => row.driver_data == "rapl_defaults_spr_server",
+            Quirk::InvertedUnit => ATOM_DEFAULTS.contains(&row.driver_data),
+        }
     }
 }
 
-const PERF_HSW: &str = "arch/x86/events/rapl.c RAPL_UNIT_QUIRK_INTEL_HSW (model_hsx/model_knl); \
-                        intel_rapl_common.c rapl_defaults_hsw_server (15.3 uJ)";
-const PERF_HSW_ONLY: &str = "arch/x86/events/rapl.c RAPL_UNIT_QUIRK_INTEL_HSW (model_hsx); \
-                             not in intel_rapl_common.c (rapl_defaults_core: register unit)";
-const PERF_SPR: &str = "arch/x86/events/rapl.c RAPL_UNIT_QUIRK_INTEL_SPR (model_spr); \
-                        intel_rapl_common.c rapl_defaults_spr_server";
+const PERF_HSW: &str = "arch/x86/events/rapl.c rapl_model_match: model_hsx/model_knl \
+                        (RAPL_UNIT_QUIRK_INTEL_HSW); intel_rapl_msr.c rapl_ids: \
+                        rapl_defaults_hsw_server (15.3 uJ)";
+const PERF_HSW_ONLY: &str = "arch/x86/events/rapl.c rapl_model_match: model_hsx \
+                             (RAPL_UNIT_QUIRK_INTEL_HSW); intel_rapl_msr.c rapl_ids: \
+                             rapl_defaults_core (register unit)";
+const PERF_SPR: &str = "arch/x86/events/rapl.c rapl_model_match: model_spr \
+                        (RAPL_UNIT_QUIRK_INTEL_SPR); intel_rapl_msr.c rapl_ids: \
+                        rapl_defaults_spr_server (psys 1 J)";
+
+/// powercap's `rapl_defaults_*` whose `check_unit` is `rapl_check_unit_atom`.
+const ATOM_DEFAULTS: [&str; 4] = [
+    "rapl_defaults_byt",
+    "rapl_defaults_cht",
+    "rapl_defaults_tng",
+    "rapl_defaults_ann",
+];
 
 const fn row(model: u32, model_name: &'static str, quirk: Quirk, source: &'static str) -> QuirkRow {
     QuirkRow {
@@ -82,8 +122,10 @@ const fn row(model: u32, model_name: &'static str, quirk: Quirk, source: &'stati
     }
 }
 
-/// Every known energy-unit quirk. AMD and Hygon have none: both kernel drivers
-/// decode their unit register with the plain Intel rule.
+/// Every known energy-unit quirk, from perf's `model_hsx`, `model_knl` and
+/// `model_spr` rows of `rapl_model_match` and powercap's `rapl_defaults_byt`, `_cht`,
+/// `_tng` and `_ann` rows of `rapl_ids` (versions in the module docs). AMD and Hygon
+/// have none: both kernel drivers decode their unit register with the plain rule.
 pub const QUIRKS: &[QuirkRow] = &[
     row(0x3F, "HASWELL_X", Quirk::FixedDramUnit, PERF_HSW),
     row(0x4F, "BROADWELL_X", Quirk::FixedDramUnit, PERF_HSW),
@@ -99,88 +141,318 @@ pub const QUIRKS: &[QuirkRow] = &[
         0x37,
         "ATOM_SILVERMONT (Bay Trail)",
         Quirk::InvertedUnit,
-        "intel_rapl_common.c rapl_defaults_byt (rapl_check_unit_atom)",
+        "intel_rapl_msr.c rapl_ids: rapl_defaults_byt (rapl_check_unit_atom)",
     ),
     row(
         0x4C,
         "ATOM_AIRMONT (Cherry Trail)",
         Quirk::InvertedUnit,
-        "intel_rapl_common.c rapl_defaults_cht (rapl_check_unit_atom)",
+        "intel_rapl_msr.c rapl_ids: rapl_defaults_cht (rapl_check_unit_atom)",
     ),
     row(
         0x4A,
         "ATOM_SILVERMONT_MID (Merrifield/Tangier)",
         Quirk::InvertedUnit,
-        "intel_rapl_common.c rapl_defaults_tng (rapl_check_unit_atom)",
+        "intel_rapl_msr.c rapl_ids: rapl_defaults_tng (rapl_check_unit_atom)",
     ),
     row(
         0x5A,
-        "ATOM_AIRMONT_MID / ATOM_SILVERMONT_MID2 (Moorefield/Anniedale)",
+        "ATOM_SILVERMONT_MID2, formerly ATOM_AIRMONT_MID (Moorefield/Anniedale)",
         Quirk::InvertedUnit,
-        "intel_rapl_common.c rapl_defaults_ann (rapl_check_unit_atom)",
+        "intel_rapl_msr.c rapl_ids: rapl_defaults_ann (rapl_check_unit_atom)",
     ),
 ];
 
-/// Intel family-6 models whose RAPL units the kernel's tables describe: perf's
-/// `rapl_model_match` (`arch/x86/events/rapl.c`, Linux 6.10, with the model numbers
-/// of `intel-family.h`) plus later server parts. On a model outside this list and
-/// [`QUIRKS`], nobody has said whether the unit register tells the truth for every
-/// domain: quietwatt uses it, and says so ([`unknown_model_warning`]).
-pub const KNOWN_INTEL_MODELS: &[(u32, &str)] = &[
-    (0x2A, "SANDYBRIDGE"),
-    (0x2D, "SANDYBRIDGE_X"),
-    (0x3A, "IVYBRIDGE"),
-    (0x3E, "IVYBRIDGE_X"),
-    (0x3C, "HASWELL"),
-    (0x3F, "HASWELL_X"),
-    (0x45, "HASWELL_L"),
-    (0x46, "HASWELL_G"),
-    (0x3D, "BROADWELL"),
-    (0x47, "BROADWELL_G"),
-    (0x4F, "BROADWELL_X"),
-    (0x56, "BROADWELL_D"),
-    (0x57, "XEON_PHI_KNL"),
-    (0x85, "XEON_PHI_KNM"),
-    (0x4E, "SKYLAKE_L"),
-    (0x5E, "SKYLAKE"),
-    (0x55, "SKYLAKE_X"),
-    (0x8E, "KABYLAKE_L"),
-    (0x9E, "KABYLAKE"),
-    (0x66, "CANNONLAKE_L"),
-    (0x5C, "ATOM_GOLDMONT"),
-    (0x5F, "ATOM_GOLDMONT_D"),
-    (0x7A, "ATOM_GOLDMONT_PLUS"),
-    (0x7E, "ICELAKE_L"),
-    (0x7D, "ICELAKE"),
-    (0x6C, "ICELAKE_D"),
-    (0x6A, "ICELAKE_X"),
-    (0xA6, "COMETLAKE_L"),
-    (0xA5, "COMETLAKE"),
-    (0x8C, "TIGERLAKE_L"),
-    (0x8D, "TIGERLAKE"),
-    (0x97, "ALDERLAKE"),
-    (0x9A, "ALDERLAKE_L"),
-    (0xBE, "ATOM_GRACEMONT"),
-    (0x8F, "SAPPHIRERAPIDS_X"),
-    (0xCF, "EMERALDRAPIDS_X"),
-    (0xAD, "GRANITERAPIDS_X"),
-    (0xAE, "GRANITERAPIDS_D"),
-    (0xAF, "ATOM_CRESTMONT_X"),
-    (0xB7, "RAPTORLAKE"),
-    (0xBA, "RAPTORLAKE_P"),
-    (0xBF, "RAPTORLAKE_S"),
-    (0xAC, "METEORLAKE"),
-    (0xAA, "METEORLAKE_L"),
-    (0xC5, "ARROWLAKE_H"),
-    (0xC6, "ARROWLAKE"),
-    (0xB5, "ARROWLAKE_U"),
-    (0xBD, "LUNARLAKE_M"),
+/// One row of a kernel model table: an Intel CPU and the driver data the table
+/// gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModelRow {
+    /// The CPU family (6, or 18 for Nova Lake).
+    pub family: u32,
+    /// The CPU model.
+    pub model: u32,
+    /// The kernel's name, `intel-family.h`'s `INTEL_<name>`.
+    pub name: &'static str,
+    /// perf: the `model_*` struct; powercap: the `rapl_defaults_*` struct; TPMI:
+    /// where the part is said to be read through TPMI.
+    pub driver_data: &'static str,
+}
+
+const fn m(model: u32, name: &'static str, driver_data: &'static str) -> ModelRow {
+    ModelRow {
+        family: 6,
+        model,
+        name,
+        driver_data,
+    }
+}
+
+/// perf's `rapl_model_match` (`arch/x86/events/rapl.c`, torvalds/linux @
+/// efef7f184f2e), Intel rows in the kernel's order. AMD and Hygon match there by the
+/// CPUID RAPL feature bit instead (`X86_MATCH_FEATURE(X86_FEATURE_RAPL, …)`).
+pub const PERF_INTEL_MODELS: &[ModelRow] = &[
+    m(0x2A, "SANDYBRIDGE", "model_snb"),
+    m(0x2D, "SANDYBRIDGE_X", "model_snbep"),
+    m(0x3A, "IVYBRIDGE", "model_snb"),
+    m(0x3E, "IVYBRIDGE_X", "model_snbep"),
+    m(0x3C, "HASWELL", "model_hsw"),
+    m(0x3F, "HASWELL_X", "model_hsx"),
+    m(0x45, "HASWELL_L", "model_hsw"),
+    m(0x46, "HASWELL_G", "model_hsw"),
+    m(0x3D, "BROADWELL", "model_hsw"),
+    m(0x47, "BROADWELL_G", "model_hsw"),
+    m(0x4F, "BROADWELL_X", "model_hsx"),
+    m(0x56, "BROADWELL_D", "model_hsx"),
+    m(0x57, "XEON_PHI_KNL", "model_knl"),
+    m(0x85, "XEON_PHI_KNM", "model_knl"),
+    m(0x4E, "SKYLAKE_L", "model_skl"),
+    m(0x5E, "SKYLAKE", "model_skl"),
+    m(0x55, "SKYLAKE_X", "model_hsx"),
+    m(0x8E, "KABYLAKE_L", "model_skl"),
+    m(0x9E, "KABYLAKE", "model_skl"),
+    m(0x66, "CANNONLAKE_L", "model_skl"),
+    m(0x5C, "ATOM_GOLDMONT", "model_hsw"),
+    m(0x5F, "ATOM_GOLDMONT_D", "model_hsw"),
+    m(0x7A, "ATOM_GOLDMONT_PLUS", "model_hsw"),
+    m(0x7E, "ICELAKE_L", "model_skl"),
+    m(0x7D, "ICELAKE", "model_skl"),
+    m(0x6C, "ICELAKE_D", "model_hsx"),
+    m(0x6A, "ICELAKE_X", "model_hsx"),
+    m(0xA6, "COMETLAKE_L", "model_skl"),
+    m(0xA5, "COMETLAKE", "model_skl"),
+    m(0x8C, "TIGERLAKE_L", "model_skl"),
+    m(0x8D, "TIGERLAKE", "model_skl"),
+    m(0x97, "ALDERLAKE", "model_skl"),
+    m(0x9A, "ALDERLAKE_L", "model_skl"),
+    m(0xBE, "ATOM_GRACEMONT", "model_skl"),
+    m(0x8F, "SAPPHIRERAPIDS_X", "model_spr"),
+    m(0xCF, "EMERALDRAPIDS_X", "model_spr"),
+    m(0xB7, "RAPTORLAKE", "model_skl"),
+    m(0xBA, "RAPTORLAKE_P", "model_skl"),
+    m(0xBF, "RAPTORLAKE_S", "model_skl"),
+    m(0xAC, "METEORLAKE", "model_skl"),
+    m(0xAA, "METEORLAKE_L", "model_skl"),
+    m(0xC5, "ARROWLAKE_H", "model_skl"),
+    m(0xC6, "ARROWLAKE", "model_skl"),
+    m(0xB5, "ARROWLAKE_U", "model_skl"),
+    m(0xBD, "LUNARLAKE_M", "model_skl"),
 ];
 
-/// A warning (to print once, with the mechanism's notes) when `cpu` is a model the
-/// quirk table cannot vouch for: an Intel model neither in [`KNOWN_INTEL_MODELS`]
-/// nor in [`QUIRKS`], an AMD/Hygon family older than Zen (0x17), or a CPU whose
-/// family or model is unknown. `None` when the table covers it.
+/// The domains (`pkg_events`) of one of perf's `model_*` structs, as read in
+/// `arch/x86/events/rapl.c` @ efef7f184f2e; empty for a name it does not define.
+/// perf hides any of them whose MSR faults or reads 0 at boot (`perf_msr_probe`),
+/// except psys on `model_spr` (`no_check`).
+pub fn perf_model_domains(model_struct: &str) -> &'static [Domain] {
+    use Domain::*;
+    match model_struct {
+        "model_snb" => &[Core, Package, Uncore],
+        "model_snbep" | "model_hsx" => &[Core, Package, Dram],
+        "model_hsw" => &[Core, Package, Dram, Uncore],
+        "model_knl" => &[Package, Dram],
+        "model_skl" => &[Core, Package, Dram, Uncore, Psys],
+        "model_spr" => &[Core, Package, Dram, Psys],
+        _ => &[],
+    }
+}
+
+/// powercap's `rapl_ids`, Intel rows in the kernel's order: `intel_rapl_msr.c` as
+/// described in the module docs (the newest copy read; same models as
+/// `intel_rapl_common.c` blob 3471cee7ac04). Only the `hsw_server`, `spr_server`
+/// and Atom (`byt`, `cht`, `tng`, `ann`) defaults change an energy unit; the `_pl4`
+/// and `_pmu` variants of `rapl_defaults_core` add a power limit and an MSR-based
+/// `power` PMU of powercap's own.
+pub const POWERCAP_INTEL_MODELS: &[ModelRow] = &[
+    m(0x2A, "SANDYBRIDGE", "rapl_defaults_core"),
+    m(0x2D, "SANDYBRIDGE_X", "rapl_defaults_core"),
+    m(0x3A, "IVYBRIDGE", "rapl_defaults_core"),
+    m(0x3E, "IVYBRIDGE_X", "rapl_defaults_core"),
+    m(0x3C, "HASWELL", "rapl_defaults_core"),
+    m(0x45, "HASWELL_L", "rapl_defaults_core"),
+    m(0x46, "HASWELL_G", "rapl_defaults_core"),
+    m(0x3F, "HASWELL_X", "rapl_defaults_hsw_server"),
+    m(0x3D, "BROADWELL", "rapl_defaults_core"),
+    m(0x47, "BROADWELL_G", "rapl_defaults_core"),
+    m(0x56, "BROADWELL_D", "rapl_defaults_core"),
+    m(0x4F, "BROADWELL_X", "rapl_defaults_hsw_server"),
+    m(0x5E, "SKYLAKE", "rapl_defaults_core"),
+    m(0x4E, "SKYLAKE_L", "rapl_defaults_core"),
+    m(0x55, "SKYLAKE_X", "rapl_defaults_hsw_server"),
+    m(0x8E, "KABYLAKE_L", "rapl_defaults_core"),
+    m(0x9E, "KABYLAKE", "rapl_defaults_core"),
+    m(0x66, "CANNONLAKE_L", "rapl_defaults_core"),
+    m(0x7E, "ICELAKE_L", "rapl_defaults_core_pl4"),
+    m(0x7D, "ICELAKE", "rapl_defaults_core"),
+    m(0x9D, "ICELAKE_NNPI", "rapl_defaults_core"),
+    m(0x6A, "ICELAKE_X", "rapl_defaults_hsw_server"),
+    m(0x6C, "ICELAKE_D", "rapl_defaults_hsw_server"),
+    m(0xA6, "COMETLAKE_L", "rapl_defaults_core"),
+    m(0xA5, "COMETLAKE", "rapl_defaults_core"),
+    m(0x8C, "TIGERLAKE_L", "rapl_defaults_core_pl4"),
+    m(0x8D, "TIGERLAKE", "rapl_defaults_core"),
+    m(0xA7, "ROCKETLAKE", "rapl_defaults_core"),
+    m(0x97, "ALDERLAKE", "rapl_defaults_core_pl4"),
+    m(0x9A, "ALDERLAKE_L", "rapl_defaults_core_pl4"),
+    m(0xBE, "ATOM_GRACEMONT", "rapl_defaults_core_pl4"),
+    m(0xB7, "RAPTORLAKE", "rapl_defaults_core_pl4"),
+    m(0xBA, "RAPTORLAKE_P", "rapl_defaults_core_pl4"),
+    m(0xBF, "RAPTORLAKE_S", "rapl_defaults_core"),
+    m(0xD7, "BARTLETTLAKE", "rapl_defaults_core"),
+    m(0xAC, "METEORLAKE", "rapl_defaults_core_pl4"),
+    m(0xAA, "METEORLAKE_L", "rapl_defaults_core_pl4"),
+    m(0x8F, "SAPPHIRERAPIDS_X", "rapl_defaults_spr_server"),
+    m(0xCF, "EMERALDRAPIDS_X", "rapl_defaults_spr_server"),
+    m(0xBD, "LUNARLAKE_M", "rapl_defaults_core"),
+    m(0xCC, "PANTHERLAKE_L", "rapl_defaults_core_pl4_pmu"),
+    m(0xD5, "WILDCATLAKE_L", "rapl_defaults_core_pl4_pmu"),
+    ModelRow {
+        family: 18,
+        model: 0x01,
+        name: "NOVALAKE",
+        driver_data: "rapl_defaults_core_pl4",
+    },
+    ModelRow {
+        family: 18,
+        model: 0x03,
+        name: "NOVALAKE_L",
+        driver_data: "rapl_defaults_core_pl4",
+    },
+    m(0xC5, "ARROWLAKE_H", "rapl_defaults_core_pl4"),
+    m(0xC6, "ARROWLAKE", "rapl_defaults_core"),
+    m(0xB5, "ARROWLAKE_U", "rapl_defaults_core_pl4"),
+    m(0x8A, "LAKEFIELD", "rapl_defaults_core"),
+    m(0x37, "ATOM_SILVERMONT", "rapl_defaults_byt"),
+    m(0x4C, "ATOM_AIRMONT", "rapl_defaults_cht"),
+    m(0x4A, "ATOM_SILVERMONT_MID", "rapl_defaults_tng"),
+    m(0x5A, "ATOM_SILVERMONT_MID2", "rapl_defaults_ann"),
+    m(0x5C, "ATOM_GOLDMONT", "rapl_defaults_core"),
+    m(0x7A, "ATOM_GOLDMONT_PLUS", "rapl_defaults_core"),
+    m(0x5F, "ATOM_GOLDMONT_D", "rapl_defaults_core"),
+    m(0x96, "ATOM_TREMONT", "rapl_defaults_core"),
+    m(0x86, "ATOM_TREMONT_D", "rapl_defaults_core"),
+    m(0x9C, "ATOM_TREMONT_L", "rapl_defaults_core"),
+    m(0x57, "XEON_PHI_KNL", "rapl_defaults_hsw_server"),
+    m(0x85, "XEON_PHI_KNM", "rapl_defaults_hsw_server"),
+];
+
+/// powercap's AMD and Hygon rows of `rapl_ids`: `X86_MATCH_VENDOR_FAM(AMD, 0x17 |
+/// 0x19 | 0x1A)` and `(HYGON, 0x18)`, all `rapl_defaults_amd` (register unit).
+pub const POWERCAP_AMD_FAMILIES: &[(Vendor, u32)] = &[
+    (Vendor::Amd, 0x17),
+    (Vendor::Amd, 0x19),
+    (Vendor::Amd, 0x1A),
+    (Vendor::Hygon, 0x18),
+];
+
+/// Server parts whose RAPL the kernel reads through TPMI (`intel_rapl_tpmi.c`),
+/// not through either MSR model table. That driver binds to a TPMI device, so no
+/// kernel table lists these models. Granite Rapids: the 2026 linux-pm cover letter
+/// of Kuppuswamy Sathyanarayanan's RAPL PMU cpumask fix was "tested on both
+/// MSR-based (PTL) and TPMI-based (GNR)" systems, and an Intel reply on LKML (KVM
+/// RAPL thread) says GNR has both TPMI and MSR RAPL. Sierra Forest
+/// (ATOM_CRESTMONT_X) is Granite Rapids' E-core sibling on the same platform; no
+/// kernel source read names it TPMI-based. Other TPMI parts (Grand Ridge,
+/// Clearwater Forest, Diamond Rapids) are left out for want of a source and get the
+/// plain unknown-model warning.
+pub const TPMI_INTEL_MODELS: &[ModelRow] = &[
+    m(
+        0xAD,
+        "GRANITERAPIDS_X",
+        "intel_rapl_tpmi.c (Granite Rapids)",
+    ),
+    m(
+        0xAE,
+        "GRANITERAPIDS_D",
+        "intel_rapl_tpmi.c (Granite Rapids)",
+    ),
+    m(
+        0xAF,
+        "ATOM_CRESTMONT_X",
+        "intel_rapl_tpmi.c (Sierra Forest)",
+    ),
+];
+
+fn find(table: &'static [ModelRow], family: u32, model: u32) -> Option<&'static ModelRow> {
+    table
+        .iter()
+        .find(|r| r.family == family && r.model == model)
+}
+
+/// What the kernel's RAPL tables say about one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Coverage {
+    /// Both perf's and powercap's MSR tables list it: their unit quirks (and
+    /// quietwatt's) are the kernel's word.
+    PerfAndPowercap,
+    /// Only powercap's table lists it: powercap (and quietwatt's msr, which then
+    /// agrees with powercap's units) work; perf's `rapl.c` PMU does not load.
+    PowercapOnly,
+    /// Only perf's table lists it (AMD families newer than powercap's list).
+    PerfOnly,
+    /// Read through TPMI: in neither MSR table ([`TPMI_INTEL_MODELS`]).
+    Tpmi,
+    /// In no table, or the family or model is unknown.
+    Unknown,
+}
+
+/// Where `cpu` stands in the kernel's RAPL model tables.
+pub fn coverage(cpu: &CpuInfo) -> Coverage {
+    let (Some(family), Some(model)) = (cpu.family, cpu.model) else {
+        return Coverage::Unknown;
+    };
+    let (perf, powercap) = match cpu.vendor {
+        Vendor::Intel => {
+            if find(TPMI_INTEL_MODELS, family, model).is_some() {
+                return Coverage::Tpmi;
+            }
+            (
+                find(PERF_INTEL_MODELS, family, model).is_some(),
+                find(POWERCAP_INTEL_MODELS, family, model).is_some(),
+            )
+        }
+        // perf matches the CPUID RAPL bit, which Zen (family 0x17 on) sets; the
+        // family stands in for it here.
+        Vendor::Amd | Vendor::Hygon => (
+            family >= 0x17,
+            POWERCAP_AMD_FAMILIES.contains(&(cpu.vendor, family)),
+        ),
+        Vendor::Other => (false, false),
+    };
+    match (perf, powercap) {
+        (true, true) => Coverage::PerfAndPowercap,
+        (false, true) => Coverage::PowercapOnly,
+        (true, false) => Coverage::PerfOnly,
+        (false, false) => Coverage::Unknown,
+    }
+}
+
+/// The kernel's name of `cpu`'s model, from any of the tables.
+fn kernel_name(cpu: &CpuInfo) -> Option<&'static str> {
+    let (family, model) = (cpu.family?, cpu.model?);
+    if cpu.vendor != Vendor::Intel {
+        return None;
+    }
+    [TPMI_INTEL_MODELS, PERF_INTEL_MODELS, POWERCAP_INTEL_MODELS]
+        .into_iter()
+        .find_map(|t| find(t, family, model))
+        .map(|r| r.name)
+}
+
+fn describe(cpu: &CpuInfo, family: u32, model: u32) -> String {
+    match kernel_name(cpu) {
+        Some(name) => format!(
+            "{} family {family:#x} model {model:#x} ({name})",
+            cpu.vendor
+        ),
+        None => format!("{} family {family:#x} model {model:#x}", cpu.vendor),
+    }
+}
+
+/// A warning (to print once, with the mechanism's notes) when no kernel MSR model
+/// table vouches for `cpu`'s energy units: a model in neither perf's nor
+/// powercap's table, a part the kernel reads through TPMI (which says so and what
+/// works there), an AMD/Hygon family older than Zen, or a CPU whose family or model
+/// is unknown. `None` when either table lists it.
 pub fn unknown_model_warning(cpu: &CpuInfo) -> Option<String> {
     let (Some(family), Some(model)) = (cpu.family, cpu.model) else {
         return Some(format!(
@@ -190,21 +462,45 @@ pub fn unknown_model_warning(cpu: &CpuInfo) -> Option<String> {
             cpu.vendor
         ));
     };
-    let known = match cpu.vendor {
-        Vendor::Intel => {
-            family == 6
-                && (KNOWN_INTEL_MODELS.iter().any(|&(m, _)| m == model)
-                    || quirks_for(cpu).next().is_some())
-        }
-        Vendor::Amd | Vendor::Hygon => family >= 0x17,
-        Vendor::Other => false,
-    };
-    (!known).then(|| {
+    let who = describe(cpu, family, model);
+    match coverage(cpu) {
+        Coverage::PerfAndPowercap | Coverage::PowercapOnly | Coverage::PerfOnly => None,
+        Coverage::Tpmi => Some(format!(
+            "{who} is read through TPMI: it is in neither the kernel's perf nor its powercap \
+             MSR model table, so no kernel table vouches for its MSR energy units and every \
+             domain uses the unit register's ESU as is, which may be wrong for DRAM or psys. \
+             powercap works through the intel_rapl_tpmi driver; from Linux 6.10 perf's `power` \
+             PMU comes from that driver too, and its counts can fall at each hardware counter \
+             wrap. Prefer `--mechanism powercap` and compare with `quietwatt check`"
+        )),
+        Coverage::Unknown => Some(format!(
+            "{who} is in neither the kernel's perf nor its powercap RAPL model table: every \
+             domain uses the unit register's ESU as is, which may be wrong for DRAM or psys on \
+             a new server part; compare with `quietwatt check`"
+        )),
+    }
+}
+
+/// A note for a CPU that only powercap's table lists: the kernel's perf `power`
+/// PMU (`arch/x86/events/rapl.c`) does not load on it. `None` otherwise.
+pub fn perf_absence_note(cpu: &CpuInfo) -> Option<String> {
+    if coverage(cpu) != Coverage::PowercapOnly {
+        return None;
+    }
+    let who = describe(cpu, cpu.family?, cpu.model?);
+    let own_pmu = cpu.vendor == Vendor::Intel
+        && find(POWERCAP_INTEL_MODELS, cpu.family?, cpu.model?)
+            .is_some_and(|r| r.driver_data.ends_with("_pmu"));
+    Some(if own_pmu {
         format!(
-            "{} family {family:#x} model {model:#x} is not in the kernel's RAPL model tables that \
-             quietwatt's unit quirks follow: every domain uses the unit register's ESU as is, \
-             which may be wrong for DRAM or psys on a new server part; compare with `quietwatt check`",
-            cpu.vendor
+            "{who} is in powercap's RAPL model table but not perf's: a `power` PMU, if any, \
+             comes from powercap's driver (newest kernels), not from perf's; powercap and msr \
+             read it as the kernel does"
+        )
+    } else {
+        format!(
+            "{who} is in powercap's RAPL model table but not perf's: the kernel has no perf \
+             `power` PMU for it; use `--mechanism powercap` or `--mechanism msr`"
         )
     })
 }
@@ -257,34 +553,222 @@ mod tests {
         }
     }
 
+    fn intel_fm(family: u32, model: u32) -> CpuInfo {
+        CpuInfo {
+            family: Some(family),
+            ..intel(model)
+        }
+    }
+
     /// A unit register with power units 3, ESU `esu`, time units 10.
     fn unit_reg(esu: u64) -> u64 {
         0xA_0000 | (esu << 8) | 0x3
     }
 
     #[test]
-    fn models_outside_the_kernel_tables_get_one_warning() {
-        // Kaby Lake (this project's VM host), Skylake-X (a quirk row) and an Atom with
-        // inverted units (only in the quirk table) are known.
-        for m in [0x9E, 0x55, 0x37] {
+    fn a_model_in_perfs_table_is_known() {
+        // Kaby Lake (this project's VM host) and Skylake-X (a quirk row).
+        for m in [0x9E, 0x55] {
+            assert_eq!(coverage(&intel(m)), Coverage::PerfAndPowercap, "{m:#x}");
             assert_eq!(unknown_model_warning(&intel(m)), None, "{m:#x}");
+            assert_eq!(perf_absence_note(&intel(m)), None, "{m:#x}");
         }
+        // Arrow Lake U is in both tables (perf since 2024, powercap too): known.
+        assert_eq!(coverage(&intel(0xB5)), Coverage::PerfAndPowercap);
+        assert_eq!(unknown_model_warning(&intel(0xB5)), None);
+    }
+
+    #[test]
+    fn a_model_only_in_powercaps_table_is_known_and_perf_is_said_to_be_missing() {
+        // Rocket Lake and Bay Trail (an inverted-unit Atom) are powercap-only.
+        for m in [0xA7, 0x37] {
+            let cpu = intel(m);
+            assert_eq!(coverage(&cpu), Coverage::PowercapOnly, "{m:#x}");
+            assert_eq!(unknown_model_warning(&cpu), None, "{m:#x}");
+            let note = perf_absence_note(&cpu).expect("a perf note");
+            assert!(
+                note.contains("not perf's") && note.contains("--mechanism powercap"),
+                "{note}"
+            );
+        }
+        assert!(perf_absence_note(&intel(0xA7))
+            .unwrap()
+            .contains("(ROCKETLAKE)"));
+        // Nova Lake is family 18, not 6: the family must be matched too.
+        let mut nvl = intel(0x01);
+        nvl.family = Some(18);
+        assert_eq!(coverage(&nvl), Coverage::PowercapOnly);
+        assert_eq!(
+            coverage(&intel(0x01)),
+            Coverage::Unknown,
+            "family 6 model 1"
+        );
+    }
+
+    #[test]
+    fn tpmi_parts_and_made_up_models_get_the_unknown_model_warning() {
+        for (m, name) in [
+            (0xAD, "GRANITERAPIDS_X"),
+            (0xAE, "GRANITERAPIDS_D"),
+            (0xAF, "ATOM_CRESTMONT_X"),
+        ] {
+            assert_eq!(coverage(&intel(m)), Coverage::Tpmi, "{name}");
+            let w = unknown_model_warning(&intel(m)).expect(name);
+            assert!(
+                w.contains(name)
+                    && w.contains("TPMI")
+                    && w.contains("neither")
+                    && w.contains("6.10")
+                    && w.contains("can fall"),
+                "{w}"
+            );
+        }
+        // A model number no table has.
         let w = unknown_model_warning(&intel(0x01)).expect("model 0x1 is unknown");
         assert!(
-            w.contains("model 0x1") && w.contains("quietwatt check"),
+            w.contains("model 0x1")
+                && w.contains("neither")
+                && w.contains("quietwatt check")
+                && !w.contains("TPMI"),
             "{w}"
         );
-        let mut zen = intel(0x31);
-        zen.vendor = Vendor::Amd;
-        zen.family = Some(0x17);
-        assert_eq!(unknown_model_warning(&zen), None);
-        zen.family = Some(0x15);
-        assert!(unknown_model_warning(&zen).is_some(), "pre-Zen AMD");
         let mut blank = intel(0x9E);
         blank.model = None;
         assert!(unknown_model_warning(&blank)
             .expect("no model")
             .contains("unknown"));
+    }
+
+    #[test]
+    fn amd_and_hygon_families_follow_both_tables() {
+        let mut cpu = intel(0x01);
+        cpu.vendor = Vendor::Amd;
+        for f in [0x17, 0x19, 0x1A] {
+            cpu.family = Some(f);
+            assert_eq!(coverage(&cpu), Coverage::PerfAndPowercap, "AMD {f:#x}");
+        }
+        // A Zen family powercap does not list yet: perf (CPUID RAPL bit) still
+        // knows it, and AMD has no unit quirk, so no warning.
+        cpu.family = Some(0x1B);
+        assert_eq!(coverage(&cpu), Coverage::PerfOnly);
+        assert_eq!(unknown_model_warning(&cpu), None);
+        cpu.family = Some(0x15);
+        assert!(unknown_model_warning(&cpu).is_some(), "pre-Zen AMD");
+        cpu.vendor = Vendor::Hygon;
+        cpu.family = Some(0x18);
+        assert_eq!(coverage(&cpu), Coverage::PerfAndPowercap);
+    }
+
+    #[test]
+    fn unit_quirks_are_exactly_the_kernels_model_lists() {
+        // perf: model_hsx/model_knl carry the fixed DRAM unit, model_spr the 1 J psys.
+        for r in PERF_INTEL_MODELS {
+            let cpu = intel_fm(r.family, r.model);
+            let dram = energy_unit(&cpu, Domain::Dram, unit_reg(14)).0;
+            let psys = energy_unit(&cpu, Domain::Psys, unit_reg(14)).0;
+            let hsw = matches!(r.driver_data, "model_hsx" | "model_knl");
+            assert_eq!(dram == EnergyUnit::PowerOfTwo(16), hsw, "{} dram", r.name);
+            let spr = r.driver_data == "model_spr";
+            assert_eq!(psys == EnergyUnit::PowerOfTwo(0), spr, "{} psys", r.name);
+        }
+        // powercap: hsw_server and spr_server rows are where powercap applies the same
+        // quirk; the Atom defaults are the inverted-unit rows.
+        for r in POWERCAP_INTEL_MODELS {
+            let cpu = intel_fm(r.family, r.model);
+            let rows: Vec<_> = quirks_for(&cpu).collect();
+            let want = match r.driver_data {
+                "rapl_defaults_hsw_server" => Some(Quirk::FixedDramUnit),
+                "rapl_defaults_spr_server" => Some(Quirk::FixedPsysUnit),
+                d if ATOM_DEFAULTS.contains(&d) => Some(Quirk::InvertedUnit),
+                _ => None,
+            };
+            match want {
+                Some(q) => assert!(
+                    rows.iter()
+                        .any(|row| row.quirk == q && row.powercap_applies()),
+                    "{}: powercap's {} has no matching quirk row",
+                    r.name,
+                    r.driver_data
+                ),
+                None => assert!(
+                    rows.iter().all(|row| !row.powercap_applies()),
+                    "{}: a quirk row claims powercap applies it, but powercap's {} does not",
+                    r.name,
+                    r.driver_data
+                ),
+            }
+        }
+        // Every quirk row comes from one of the two tables.
+        for q in QUIRKS {
+            let perf = find(PERF_INTEL_MODELS, q.family, q.model);
+            let pc = find(POWERCAP_INTEL_MODELS, q.family, q.model);
+            assert!(
+                perf.is_some() || pc.is_some(),
+                "{q:?} is in no kernel table"
+            );
+        }
+        // Broadwell-D: perf fixes DRAM, powercap does not.
+        let bdx_d = quirks_for(&intel(0x56)).next().expect("BROADWELL_D row");
+        assert_eq!(bdx_d.quirk, Quirk::FixedDramUnit);
+        assert!(!bdx_d.powercap_applies());
+        assert!(quirks_for(&intel(0x55)).all(|r| r.powercap_applies()));
+    }
+
+    #[test]
+    fn perf_domains_follow_the_model_structs() {
+        let of = |m: u32| {
+            let r = find(PERF_INTEL_MODELS, 6, m).expect("in perf's table");
+            perf_model_domains(r.driver_data)
+        };
+        // Skylake-X (model_hsx): no uncore, no psys; Sapphire Rapids: psys, no uncore.
+        assert!(!of(0x55).contains(&Domain::Psys) && of(0x55).contains(&Domain::Dram));
+        assert!(of(0x8F).contains(&Domain::Psys) && !of(0x8F).contains(&Domain::Uncore));
+        // Knights Landing: package and DRAM only.
+        assert_eq!(of(0x57), &[Domain::Package, Domain::Dram]);
+        for r in PERF_INTEL_MODELS {
+            assert!(
+                perf_model_domains(r.driver_data).contains(&Domain::Package),
+                "{}: {} not understood",
+                r.name,
+                r.driver_data
+            );
+        }
+    }
+
+    #[test]
+    fn no_model_is_in_two_places_it_cannot_be() {
+        for t in [PERF_INTEL_MODELS, POWERCAP_INTEL_MODELS, TPMI_INTEL_MODELS] {
+            for (i, r) in t.iter().enumerate() {
+                assert!(
+                    t[i + 1..]
+                        .iter()
+                        .all(|o| (o.family, o.model) != (r.family, r.model)),
+                    "{} twice",
+                    r.name
+                );
+            }
+        }
+        // TPMI parts are in neither MSR table (else the warning would be wrong).
+        for r in TPMI_INTEL_MODELS {
+            assert!(
+                find(PERF_INTEL_MODELS, r.family, r.model).is_none(),
+                "{}",
+                r.name
+            );
+            assert!(
+                find(POWERCAP_INTEL_MODELS, r.family, r.model).is_none(),
+                "{}",
+                r.name
+            );
+        }
+        // perf's Intel models are all in powercap's table (so none is PerfOnly).
+        for r in PERF_INTEL_MODELS {
+            assert!(
+                find(POWERCAP_INTEL_MODELS, r.family, r.model).is_some(),
+                "{}",
+                r.name
+            );
+        }
     }
 
     #[test]

@@ -842,7 +842,7 @@ mod tests {
         let warned = |msr: &Msr| {
             msr.notes()
                 .iter()
-                .filter(|n| n.contains("not in the kernel's RAPL model tables"))
+                .filter(|n| n.contains("powercap RAPL model table"))
                 .count()
         };
         cpuinfo(r, "GenuineIntel", 6, 0x01);

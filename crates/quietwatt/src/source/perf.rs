@@ -37,6 +37,7 @@
 
 use super::{Channel, Mechanism, Selection, Source};
 use crate::counter::Wrap;
+use crate::cpuinfo::CpuInfo;
 use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::root::{read_trimmed, SysRoot};
@@ -375,12 +376,21 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<EventSpec>, Vec<String>)> {
     let power = read_pmu(root, POWER_PMU, &mut notes)?;
     let power_core = read_pmu(root, POWER_CORE_PMU, &mut notes)?;
     if power.is_none() && power_core.is_none() {
-        return Err(Error::MechanismUnavailable {
-            mechanism: Mechanism::Perf.name(),
-            why: format!(
+        // On a model only powercap's table lists, the usual hints (module, VM) are
+        // wrong: the kernel's perf driver does not support the CPU at all.
+        let why = match CpuInfo::read(root)
+            .ok()
+            .and_then(|c| crate::quirks::perf_absence_note(&c))
+        {
+            Some(note) => format!("no `power` PMU at {}: {note}", pmu_dir(root, POWER_PMU).display()),
+            None => format!(
                 "no `power` PMU at {} (no RAPL hardware, e.g. a VM; or the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL, or its module is not loaded: `sudo modprobe intel_rapl_perf`)",
                 pmu_dir(root, POWER_PMU).display()
             ),
+        };
+        return Err(Error::MechanismUnavailable {
+            mechanism: Mechanism::Perf.name(),
+            why,
         });
     }
     let topo = Topology::read(root)?;
