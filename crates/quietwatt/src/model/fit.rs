@@ -98,6 +98,27 @@ pub fn ols(x: &[f64], y: &[f64], what: &str) -> Result<Fit> {
     })
 }
 
+/// The heteroskedasticity-robust standard error of `fit`'s slope (HC3, MacKinnon and
+/// White 1985: each squared residual inflated by its leverage, `e_i^2 / (1 - h_i)^2`),
+/// for points whose noise grows with x (a busy window has both more events and
+/// noisier reads), where the classical error is too small. `x` are the fitted
+/// points' x, in the order of `fit.residuals`. NaN when a point has leverage 1.
+pub fn hc3_slope_se(fit: &Fit, x: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let mx = x.iter().sum::<f64>() / n;
+    let sxx: f64 = x.iter().map(|v| (v - mx).powi(2)).sum();
+    let meat: f64 = x
+        .iter()
+        .zip(&fit.residuals)
+        .map(|(v, e)| {
+            let d = v - mx;
+            let h = 1.0 / n + d * d / sxx;
+            d * d * e * e / ((1.0 - h) * (1.0 - h))
+        })
+        .sum();
+    meat.sqrt() / sxx
+}
+
 /// The difference of two independent slopes (a scenario's less its baseline's, as
 /// paper 003 prices an event) with its interval: standard errors added in
 /// quadrature, degrees of freedom by Welch-Satterthwaite.
@@ -205,6 +226,21 @@ mod tests {
         assert!(
             false_positive <= 20,
             "{false_positive} of 200 flat sets significant"
+        );
+    }
+
+    #[test]
+    fn the_robust_error_is_the_textbook_hc3() {
+        // The textbook points: residuals -0.12, 0.45, -0.48, 0.09, 0.06, x - mean
+        // -2..2, Sxx 10, leverage h = 1/5 + d^2/10: 0.6, 0.3, 0.2, 0.3, 0.6.
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let f = ols(&x, &[2.0, 4.5, 5.5, 8.0, 9.9], "t").unwrap();
+        let meat = 4.0 * 0.0144 / 0.16 + 0.2025 / 0.49 + 0.0 + 0.0081 / 0.49 + 4.0 * 0.0036 / 0.16;
+        let want = f64::sqrt(meat) / 10.0;
+        assert!(
+            (hc3_slope_se(&f, &x) - want).abs() < 1e-12,
+            "{}",
+            hc3_slope_se(&f, &x)
         );
     }
 
