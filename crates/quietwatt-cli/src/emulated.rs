@@ -82,6 +82,39 @@ impl Environment {
     pub fn is_emulated(&self) -> bool {
         self.emulator.is_some() || self.served_by_emulator
     }
+
+    /// The emulator's configuration when figures come from an emulator whose power
+    /// is constant over time (no trace that changes it, no fault that changes what
+    /// is served), so that the true value of a statistic is known: 0 J per event,
+    /// and the configured watts in every interval. `None` on real hardware, or when
+    /// the truth is not that simple.
+    pub fn constant_emulator(&self) -> Option<EmulatorConfig> {
+        let config = match &self.emulator {
+            Some((e, _)) => e.config().clone(),
+            None if self.served_by_emulator => {
+                // `quietwatt emulate` serves its configuration beside the counters.
+                let path = self.root.dir().join(".quietwatt-emulator/config.json");
+                serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?
+            }
+            None => return None,
+        };
+        let flat = config
+            .power
+            .trace
+            .as_ref()
+            .is_none_or(|t| t.points.iter().all(|p| p.scale == 1.0));
+        (flat && config.faults.is_empty()).then_some(config)
+    }
+
+    /// The true total power (W) of `ids` by the engine's total rule, when
+    /// [`Environment::constant_emulator`] knows it.
+    pub fn true_total_watts(&self, ids: &[quietwatt::DomainId]) -> Option<f64> {
+        let config = self.constant_emulator()?;
+        quietwatt::domain::total_members(ids)
+            .iter()
+            .map(|&i| config.watts(ids[i].socket.0, ids[i].domain))
+            .sum()
+    }
 }
 
 /// Whether `root` is the mount point of a quietwatt emulator, from the kernel's

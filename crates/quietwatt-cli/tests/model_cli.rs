@@ -214,6 +214,22 @@ fn run_with_a_model_reports_labelled_estimates() {
     assert!(faults["count"].as_u64().unwrap() >= 2048, "{faults}");
     let expect = faults["count"].as_f64().unwrap() * faults["seconds_per_event"].as_f64().unwrap();
     assert!((faults["seconds"].as_f64().unwrap() - expect).abs() <= 1e-12 * expect.max(1.0));
+    // Each figure carries the model's interval, scaled by the (exact) count.
+    let n = faults["count"].as_f64().unwrap();
+    for k in 0..2 {
+        let per = faults["seconds_per_event_ci"][k].as_f64().unwrap();
+        let tot = faults["seconds_ci"][k].as_f64().unwrap();
+        assert!(
+            (tot - n * per).abs() <= 1e-9 * tot.abs().max(1e-12),
+            "{faults}"
+        );
+    }
+    let (slo, shi) = (
+        est["total_seconds_ci"][0].as_f64().unwrap(),
+        est["total_seconds_ci"][1].as_f64().unwrap(),
+    );
+    let total = est["total_seconds"].as_f64().unwrap();
+    assert!(slo <= total && total <= shi, "{est}");
     // The energy is priced unless the model's own interval for it spans zero (this
     // 3-point, 1-round sweep is noisy): then it is left out, and a note says why.
     let model: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
@@ -226,6 +242,11 @@ fn run_with_a_model_reports_labelled_estimates() {
         .clone();
     let ci = &cost["total_joules_ci"];
     let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert_eq!(
+        faults["significant"].as_bool(),
+        Some(lo > 0.0 || hi < 0.0),
+        "{faults}"
+    );
     if lo <= 0.0 && hi >= 0.0 {
         assert!(faults["joules"].is_null(), "{faults}");
         assert!(
@@ -246,6 +267,14 @@ fn run_with_a_model_reports_labelled_estimates() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("MODEL ESTIMATE"), "{}", stderr(&o));
     assert!(stderr(&o).contains("[model estimate]"), "{}", stderr(&o));
+    // With each cost's interval, and the emulator's truth: constant power.
+    let text = stderr(&o);
+    let line = text
+        .lines()
+        .find(|l| l.contains("minor-faults") && l.contains("x "))
+        .unwrap_or_else(|| panic!("no minor-faults line: {text}"));
+    assert!(line.contains("] us (") && line.contains("] s"), "{line}");
+    assert!(text.contains("true energy of its own is 0 J"), "{text}");
     // `model validate` on the same model: three variants, ODPA and COW faulting
     // once per output page and NPF not at all, and its plot beside the model file.
     let o = quietwatt(

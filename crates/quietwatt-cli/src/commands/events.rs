@@ -141,8 +141,11 @@ pub fn stop(
     args: &RecordEventsArgs,
     output: &Path,
     report: &EnergyReport,
-    emulated: bool,
+    env: &Environment,
 ) -> Result<Done, Failure> {
+    let emulated = env.is_emulated();
+    // Against an emulator of constant power the energy per event is known: 0 J.
+    let truth = env.constant_emulator().map(|_| 0.0);
     let (totals, path) = match running {
         Some(r) => (Some(r.recorder.stop()), Some(r.path)),
         None => (None, None),
@@ -164,6 +167,15 @@ pub fn stop(
                     .find(|d| e.rows.iter().any(|r| r.domain == *d))
                     .unwrap_or("package");
                 s.energy_per_event = trace::energy_per_event(&e, &v, domain);
+                for estimate in &mut s.energy_per_event {
+                    estimate.true_joules_per_event = truth;
+                }
+                if truth.is_some() && !s.energy_per_event.is_empty() {
+                    s.notes.push(
+                        "the emulator draws a constant power, so the true energy per event is 0 J: an estimate whose interval leaves out 0 is a false positive of the method (about 1 in 20 at 95 %)"
+                            .into(),
+                    );
+                }
                 if !s.energy_per_event.is_empty() {
                     s.notes.push(format!(
                         "energy per event uses the {domain} energy of each events window"
@@ -298,6 +310,7 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
     // The power around the wake-up: the caller reads the energy counters while it
     // waits (see quietwatt::events::power_profile), every 50 µs.
     let seconds = config.interval.as_secs_f64() * (config.count + 1) as f64;
+    let mut true_w = None;
     let (profile, energy) = match source::open(&env.root, None, &Selection::all()) {
         Err(e) => (
             format!(
@@ -306,6 +319,8 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
             None,
         ),
         Ok(s) => {
+            let ids: Vec<quietwatt::DomainId> = s.channels().iter().map(|c| c.id).collect();
+            true_w = env.true_total_watts(&ids);
             let label = format!(
                 "{}{}",
                 s.mechanism(),
@@ -337,7 +352,10 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
         args.busy_us,
         config.interval.as_secs_f64() * config.count as f64
     );
-    let r = wakeup::run(&config, profile, energy)?;
+    let mut r = wakeup::run(&config, profile, energy)?;
+    if let Some(p) = r.profile.as_mut() {
+        p.true_w = true_w;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&r).unwrap_or_default());
     } else {
@@ -403,16 +421,19 @@ fn print_wakeup(r: &WakeupReport) {
     }
 }
 
-/// The profile as a table: one row per bin, with a bar relative to the mean.
+/// The profile as a table: one row per bin, its interval, and whether it differs
+/// from the mean power of the whole run (the baseline).
 fn print_profile(p: &quietwatt::events::power_profile::PowerProfile) {
     let mean = p.mean_w.unwrap_or(0.0);
     println!(
-        "  {} reads, {} counter changes (median {} µs apart), slowest read {:.1} µs; mean {:.3} W{}",
+        "  {} reads, {} counter changes (median {} µs apart), slowest read {:.1} µs; mean {:.3} W{}{}",
         p.samples,
         p.changes,
         p.update_us.map_or("-".into(), |u| format!("{u:.0}")),
         p.slowest_read_us,
         mean,
+        p.true_w
+            .map_or(String::new(), |t| format!(" (emulated: true value {t:.3} W)")),
         if p.dropped > 0 {
             format!("; {} changes DROPPED (buffer full)", p.dropped)
         } else {
@@ -422,27 +443,38 @@ fn print_profile(p: &quietwatt::events::power_profile::PowerProfile) {
     if let Some(e) = &p.error {
         println!("  sampling stopped early: {e}");
     }
+    println!("  intervals: {}", p.interval);
     println!(
-        "  {:>8} {:>8} {:>10} {:>9}",
-        "from us", "to us", "mean W", "vs mean"
+        "  {:>8} {:>8} {:>10} {:>9} {:>21} {:>8}  vs the mean",
+        "from us", "to us", "mean W", "vs mean", "interval W", "wake-ups"
     );
     for b in &p.bins {
-        match b.mean_w {
-            Some(w) => println!(
-                "  {:>8.0} {:>8.0} {:>10.3} {:>+8.2}%",
-                b.from_us,
-                b.to_us,
-                w,
-                if mean > 0.0 {
-                    (w / mean - 1.0) * 100.0
-                } else {
-                    0.0
-                }
+        let Some(w) = b.mean_w else {
+            println!(
+                "  {:>8.0} {:>8.0} {:>10} {:>9} {:>21} {:>8}  no data",
+                b.from_us, b.to_us, "-", "-", "-", b.wakeups
+            );
+            continue;
+        };
+        let (interval, verdict) = match (b.ci_w, b.significant) {
+            (Some(ci), Some(sig)) => (
+                format!("[{:.3}, {:.3}]", ci[0], ci[1]),
+                if sig { "differs" } else { "not significant" },
             ),
-            None => println!(
-                "  {:>8.0} {:>8.0} {:>10} {:>9}",
-                b.from_us, b.to_us, "-", "-"
-            ),
-        }
+            _ => ("-".to_string(), "too few wake-ups for an interval"),
+        };
+        println!(
+            "  {:>8.0} {:>8.0} {:>10.3} {:>+8.2}% {:>21} {:>8}  {verdict}",
+            b.from_us,
+            b.to_us,
+            w,
+            if mean > 0.0 {
+                (w / mean - 1.0) * 100.0
+            } else {
+                0.0
+            },
+            interval,
+            b.wakeups
+        );
     }
 }

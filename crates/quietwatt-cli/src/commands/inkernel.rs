@@ -174,7 +174,7 @@ pub fn record(
     );
     let r = inkernel::record(sampler.as_mut(), sink.as_mut(), a.output, &meta, &c, &STOP)?;
     let rec = &r.recording;
-    let events = super::events::stop(events, a.events, a.output, &rec.report, env.is_emulated())?;
+    let events = super::events::stop(events, a.events, a.output, &rec.report, env)?;
     for w in &rec.warnings {
         eprintln!("quietwatt: warning: {w}");
     }

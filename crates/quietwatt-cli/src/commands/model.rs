@@ -304,6 +304,15 @@ fn si(v: f64, ci: [f64; 2], unit: &str) -> String {
     )
 }
 
+/// `text`, followed by `: not significant` when the 95 % interval `ci` contains 0.
+fn with_verdict(text: String, ci: [f64; 2]) -> String {
+    if quietwatt::lab::stats::excludes(ci, 0.0) {
+        text
+    } else {
+        format!("{text}: not significant")
+    }
+}
+
 fn print_family(m: &Model, f: &FamilyModel) {
     println!();
     println!(
@@ -359,14 +368,24 @@ fn print_family(m: &Model, f: &FamilyModel) {
             c.baseline
                 .as_ref()
                 .map_or(String::new(), |b| format!(", less the {b} baseline")),
-            si(c.seconds_per_event, c.seconds_ci, "s"),
+            with_verdict(si(c.seconds_per_event, c.seconds_ci, "s"), c.seconds_ci),
             match (c.total_joules_per_event, c.total_joules_ci) {
                 (Some(j), Some(ci)) => format!(
                     ", energy {}{}",
-                    si(j, ci, "J"),
+                    with_verdict(si(j, ci, "J"), ci),
                     if m.energy.emulated { " EMULATED" } else { "" }
                 ),
                 _ => String::new(),
+            }
+        );
+    }
+    if m.energy.emulated && !f.costs.is_empty() {
+        println!(
+            "  note: the energy is EMULATED: the emulator draws a constant power, so an event's true energy of its own is 0 J; the energy per event above is that power times the wall-clock time the event adds to a run{}",
+            if f.family == Family::Wakeup {
+                " (none here: a wake-up run lasts a fixed time, so the true value is 0 J/event)"
+            } else {
+                ""
             }
         );
     }

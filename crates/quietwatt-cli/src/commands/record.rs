@@ -119,13 +119,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         &config,
         &STOP,
     )?;
-    let events = super::events::stop(
-        events,
-        &args.events,
-        &args.output,
-        &rec.report,
-        env.is_emulated(),
-    )?;
+    let events = super::events::stop(events, &args.events, &args.output, &rec.report, env)?;
     for w in &rec.warnings {
         eprintln!("quietwatt: warning: {w}");
     }

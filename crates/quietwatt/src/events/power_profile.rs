@@ -21,6 +21,7 @@
 //! before. The buffer is sized before the experiment; the loop allocates nothing.
 
 use crate::domain::total_members;
+use crate::lab::stats::{excludes, weighted_mean_interval};
 use crate::meter::{monotonic_ns, Meter};
 use crate::units::Joules;
 use serde::Serialize;
@@ -140,10 +141,15 @@ impl EnergySampler {
         after: Duration,
         bin: Duration,
     ) -> PowerProfile {
-        let bins = bin_profile(&self.intervals, signals_ns, before, after, bin);
+        let mut bins = bin_profile(&self.intervals, signals_ns, before, after, bin);
         let (span_j, span_s) = self.intervals.iter().fold((0.0, 0.0), |(j, s), i| {
             (j + i.joules, s + (i.to_ns - i.from_ns) as f64 / 1e9)
         });
+        let mean_w = (span_s > 0.0).then(|| span_j / span_s);
+        let bins_len = bins.len();
+        for b in &mut bins {
+            b.significant = b.ci_w.zip(mean_w).map(|(ci, m)| excludes(ci, m));
+        }
         let mut gaps: Vec<u64> = self.intervals.iter().map(|i| i.to_ns - i.from_ns).collect();
         gaps.sort_unstable();
         let update_us = gaps.get(gaps.len() / 2).map(|&g| g as f64 / 1e3);
@@ -151,7 +157,7 @@ impl EnergySampler {
             source: self.label.clone(),
             bin_us: bin.as_secs_f64() * 1e6,
             bins,
-            mean_w: (span_s > 0.0).then(|| span_j / span_s),
+            mean_w,
             samples: self.samples,
             changes: self.intervals.len(),
             update_us,
@@ -159,6 +165,8 @@ impl EnergySampler {
             dropped: self.dropped,
             error: self.error.clone(),
             method: "equivalent-time average: each interval between two counter changes, at its mean power, spread over the bins it covers relative to every signal; the result is the power profile averaged over one counter update interval".into(),
+            interval: PowerProfile::interval(bins_len),
+            true_w: None,
         }
     }
 }
@@ -174,7 +182,26 @@ pub struct ProfileBin {
     pub mean_w: Option<f64>,
     /// Seconds of data behind the mean (summed over wake-ups).
     pub covered_s: f64,
+    /// Wake-ups with data in the bin: the samples its interval comes from.
+    pub wakeups: usize,
+    /// Confidence interval of `mean_w`, `[low, high]` W, from the spread of the
+    /// wake-ups' own means in the bin (see [`PowerProfile::interval`]); `None` with
+    /// fewer than [`MIN_WAKEUPS`] wake-ups.
+    pub ci_w: Option<[f64; 2]>,
+    /// Standard error of `mean_w`, W (`None` with `ci_w`).
+    pub se_w: Option<f64>,
+    /// Whether `ci_w` leaves out the profile's mean power (the baseline); `None`
+    /// without an interval.
+    pub significant: Option<bool>,
 }
+
+/// Fewest wake-ups with data in a bin for its interval: below it the spread of the
+/// wake-ups says too little (and a Student interval of 2 or 3 values is wider than
+/// the data).
+pub const MIN_WAKEUPS: usize = 10;
+
+/// The level every bin's interval holds jointly (see [`PowerProfile::interval`]).
+pub const CONFIDENCE: f64 = 0.95;
 
 /// What `bench wakeup` reports of the power around a wake-up.
 #[derive(Debug, Clone, Serialize)]
@@ -201,6 +228,26 @@ pub struct PowerProfile {
     pub error: Option<String>,
     /// How the bins are computed.
     pub method: String,
+    /// How each bin's interval is computed.
+    pub interval: String,
+    /// The true power in every bin, W, where it is known: measured against an
+    /// emulator of constant power, its configured total. `None` on real hardware.
+    pub true_w: Option<f64>,
+}
+
+impl PowerProfile {
+    /// How each bin's interval is computed, for `bins` bins: in words, for the report.
+    pub fn interval(bins: usize) -> String {
+        format!(
+            "{:.0} % simultaneous intervals (Bonferroni over the {bins} bins, so that a flat profile leaves its mean out of any bin 1 time in 20): Student's t on the spread of each wake-up's own mean power in the bin (weighted by the time it covers), wake-ups taken as independent; fewer than {MIN_WAKEUPS} wake-ups in a bin give no interval",
+            CONFIDENCE * 100.0
+        )
+    }
+}
+
+/// The per-bin level that makes `bins` intervals hold jointly at [`CONFIDENCE`].
+pub fn per_bin_confidence(bins: usize) -> f64 {
+    1.0 - (1.0 - CONFIDENCE) / bins.max(1) as f64
 }
 
 /// Spreads each interval's mean power over the bins `[-before, after)` it covers
@@ -215,10 +262,12 @@ pub fn bin_profile(
     let (b, a) = (before.as_nanos() as i64, after.as_nanos() as i64);
     let w = bin.as_nanos().max(1) as i64;
     let n = ((a + b) as f64 / w as f64).ceil().max(0.0) as usize;
-    let mut sum = vec![0.0f64; n];
-    let mut cover = vec![0.0f64; n];
     let mut sorted = signals_ns.to_vec();
     sorted.sort_unstable();
+    // Per signal and bin: energy-weighted sum and time covered, so that each
+    // wake-up's own mean in a bin is a sample for the bin's interval.
+    let mut sum = vec![0.0f64; n * sorted.len()];
+    let mut cover = vec![0.0f64; n * sorted.len()];
     for iv in intervals {
         let dur = iv.to_ns.saturating_sub(iv.from_ns);
         if dur == 0 {
@@ -227,25 +276,48 @@ pub fn bin_profile(
         let watts = iv.joules / (dur as f64 / 1e9);
         // Signals whose window [s - before, s + after) meets the interval.
         let lo = sorted.partition_point(|&s| (s as i64) + a <= iv.from_ns as i64);
-        for &s in sorted[lo..]
+        for (j, &s) in sorted
             .iter()
-            .take_while(|&&s| (s as i64) - b < iv.to_ns as i64)
+            .enumerate()
+            .skip(lo)
+            .take_while(|&(_, &s)| (s as i64) - b < iv.to_ns as i64)
         {
             let (x0, x1) = (iv.from_ns as i64 - s as i64, iv.to_ns as i64 - s as i64);
-            for (k, (sum_k, cover_k)) in sum.iter_mut().zip(cover.iter_mut()).enumerate() {
+            for k in 0..n {
                 let (b0, b1) = (-b + k as i64 * w, (-b + (k as i64 + 1) * w).min(a));
                 let overlap = (x1.min(b1) - x0.max(b0)).max(0) as f64 / 1e9;
-                *sum_k += watts * overlap;
-                *cover_k += overlap;
+                sum[j * n + k] += watts * overlap;
+                cover[j * n + k] += overlap;
             }
         }
     }
+    let level = per_bin_confidence(n);
     (0..n)
-        .map(|k| ProfileBin {
-            from_us: (-b + k as i64 * w) as f64 / 1e3,
-            to_us: ((-b + (k as i64 + 1) * w).min(a)) as f64 / 1e3,
-            mean_w: (cover[k] > 0.0).then(|| sum[k] / cover[k]),
-            covered_s: cover[k],
+        .map(|k| {
+            let (mut means, mut weights) = (Vec::new(), Vec::new());
+            let (mut s_k, mut c_k) = (0.0, 0.0);
+            for j in 0..sorted.len() {
+                let (s, c) = (sum[j * n + k], cover[j * n + k]);
+                if c > 0.0 {
+                    means.push(s / c);
+                    weights.push(c);
+                    s_k += s;
+                    c_k += c;
+                }
+            }
+            let interval = (means.len() >= MIN_WAKEUPS)
+                .then(|| weighted_mean_interval(&means, &weights, level).ok())
+                .flatten();
+            ProfileBin {
+                from_us: (-b + k as i64 * w) as f64 / 1e3,
+                to_us: ((-b + (k as i64 + 1) * w).min(a)) as f64 / 1e3,
+                mean_w: (c_k > 0.0).then(|| s_k / c_k),
+                covered_s: c_k,
+                wakeups: means.len(),
+                ci_w: interval.map(|i| i.ci),
+                se_w: interval.map(|i| i.se),
+                significant: None,
+            }
         })
         .collect()
 }
@@ -290,6 +362,122 @@ mod tests {
             assert!((w - 24.0).abs() < 1e-9, "{b:?}");
             // 89 signals × 250 µs each.
             assert!((b.covered_s - 89.0 * 250e-6).abs() < 1e-9, "{b:?}");
+        }
+    }
+
+    /// Intervals of a power `p(t)` between counter changes every ~977 µs whose
+    /// instants are known only to a read: each placed up to ±`jitter_ns` off (slow
+    /// reads), seeded, so that every interval's power is off by up to tens of %.
+    fn jittered(seed: u64, jitter_ns: u64, p: impl Fn(u64) -> f64) -> Vec<Interval> {
+        let mut rng = crate::lab::latency::XorShift::new(seed);
+        let true_t: Vec<u64> = (0..1000u64).map(|k| 1_000_000 + k * 977_000).collect();
+        let seen: Vec<u64> = true_t
+            .iter()
+            .map(|&t| t + rng.below(2 * jitter_ns as usize) as u64 - jitter_ns)
+            .collect();
+        (1..true_t.len())
+            .map(|k| Interval {
+                from_ns: seen[k - 1],
+                to_ns: seen[k],
+                joules: (0..100)
+                    .map(|i| {
+                        let step = (true_t[k] - true_t[k - 1]) / 100;
+                        p(true_t[k - 1] + i * step) * step as f64 / 1e9
+                    })
+                    .sum(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn around_a_constant_power_every_bins_interval_contains_it() {
+        // 24 W, read with ±200 µs errors on each change: single bins wander by
+        // several %, and their (simultaneous) intervals must all hold 24 W; the
+        // same seeds every run.
+        let signals: Vec<u64> = (1..170).map(|k| k * 5_300_000).collect();
+        for seed in 1..=5 {
+            let iv = jittered(seed, 200_000, |_| 24.0);
+            let bins = bin_profile(
+                &iv,
+                &signals,
+                Duration::from_millis(2),
+                Duration::from_millis(3),
+                Duration::from_micros(250),
+            );
+            for b in &bins {
+                let ci = b.ci_w.expect("169 wake-ups per bin: an interval");
+                assert!(ci[0] <= 24.0 && 24.0 <= ci[1], "seed {seed}: {b:?}");
+                assert!(b.wakeups >= MIN_WAKEUPS && ci[1] > ci[0], "{b:?}");
+            }
+            let wobble = bins
+                .iter()
+                .map(|b| (b.mean_w.unwrap() - 24.0).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                wobble > 0.05,
+                "the jitter moved no bin ({wobble} W): a test with no noise"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pulse_is_significant_and_the_quiet_bins_hold_their_true_power() {
+        // 10 W, 30 W for 1 ms after each signal, read with ±50 µs errors.
+        let signals: Vec<u64> = (1..130).map(|k| k * 7_300_000).collect();
+        let p = |t: u64| {
+            let k = t / 7_300_000;
+            if (1..130).contains(&k) && t - k * 7_300_000 < 1_000_000 {
+                30.0
+            } else {
+                10.0
+            }
+        };
+        let iv = jittered(7, 50_000, p);
+        let mean = iv.iter().map(|i| i.joules).sum::<f64>()
+            / iv.iter()
+                .map(|i| (i.to_ns - i.from_ns) as f64 / 1e9)
+                .sum::<f64>();
+        let bins = bin_profile(
+            &iv,
+            &signals,
+            Duration::from_millis(2),
+            Duration::from_millis(4),
+            Duration::from_micros(250),
+        );
+        let at = |us: f64| {
+            bins.iter()
+                .find(|b| b.from_us <= us && us < b.to_us)
+                .unwrap()
+        };
+        // In the pulse: above the run's mean power, significantly.
+        let pulse = at(400.0).ci_w.unwrap();
+        assert!(pulse[0] > mean, "{pulse:?} vs mean {mean} W");
+        // Far from it (more than one update interval away), the interval holds the
+        // true 10 W, which is below the mean: those bins differ from it, rightly.
+        for us in [-1900.0, -1100.0, 2600.0, 3800.0] {
+            let ci = at(us).ci_w.unwrap();
+            assert!(ci[0] <= 10.0 && 10.0 <= ci[1], "at {us} µs: {ci:?}");
+            assert!(excludes(ci, mean), "at {us} µs: {ci:?} vs mean {mean} W");
+        }
+    }
+
+    #[test]
+    fn a_bin_with_too_few_wake_ups_has_no_interval() {
+        let iv = jittered(3, 50_000, |_| 24.0);
+        let signals: Vec<u64> = (1..=5).map(|k| k * 50_000_000).collect();
+        let bins = bin_profile(
+            &iv,
+            &signals,
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+            Duration::from_micros(250),
+        );
+        for b in &bins {
+            assert_eq!(b.wakeups, 5);
+            assert!(
+                b.mean_w.is_some() && b.ci_w.is_none() && b.se_w.is_none(),
+                "{b:?}"
+            );
         }
     }
 

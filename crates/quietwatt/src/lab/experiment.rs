@@ -1619,13 +1619,17 @@ pub fn markdown(rows: &[ReportRow], records: &[RunRecord]) -> String {
         "Runs: {} ({} ok, {} failed). Outliers: outside [q1 - 3 IQR, q3 + 3 IQR] per combination, dropped. \
 Test: one-sided Wilcoxon rank-sum (Mann-Whitney U; alternative: the monitored workload is slower), \
 exact without ties when a group has 8 runs or fewer, else normal approximation with tie and continuity correction; \
-p-values adjusted by Holm-Bonferroni over the {} tests of the table. \
+{}. \
 Shift: Hodges-Lehmann estimate of (monitored - baseline) workload time with its 95 % distribution-free interval; \
 overhead: the shift over the baseline median.\n\n",
         records.len(),
         ok,
         records.len() - ok,
-        rows.iter().filter(|r| r.comparison.test.is_ok()).count()
+        match rows.iter().filter(|r| r.comparison.test.is_ok()).count() {
+            0 => "no test could be made, so no p-value is adjusted".to_string(),
+            1 => "one test, so its p-value needs no adjustment (Holm-Bonferroni over one test leaves it unchanged)".to_string(),
+            n => format!("p-values adjusted by Holm-Bonferroni over the {n} tests of the table"),
+        }
     ));
     s.push_str(&table_markdown(rows, &WORKLOAD_TIME));
     let baselines: Vec<String> = {
@@ -1918,6 +1922,13 @@ pub fn parse_builtin(s: &str, threads: usize) -> Result<Workload, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_without_tests_says_none_was_made() {
+        let md = markdown(&[], &[]);
+        assert!(md.contains("no test could be made"), "{md}");
+        assert!(!md.contains("over the 0 tests"), "{md}");
+    }
 
     fn plan(reps: usize, per_round: usize) -> Plan {
         Plan::new(

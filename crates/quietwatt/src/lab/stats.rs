@@ -791,9 +791,106 @@ pub fn student_t_quantile(p: f64, df: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// Whether `ci` leaves out `null`: the estimate it belongs to is then significant at
+/// the interval's level (an interval that contains `null` cannot tell the estimate
+/// from it). A NaN bound leaves nothing out.
+pub fn excludes(ci: [f64; 2], null: f64) -> bool {
+    null < ci[0] || null > ci[1]
+}
+
+/// A weighted mean with the interval its values' spread gives.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MeanInterval {
+    /// `sum(w x) / sum(w)`.
+    pub mean: f64,
+    /// Standard error of the mean.
+    pub se: f64,
+    /// Values with a positive weight.
+    pub n: usize,
+    /// Degrees of freedom of the interval (n - 1).
+    pub df: usize,
+    /// `[low, high]` at `confidence`.
+    pub ci: [f64; 2],
+    /// The level of `ci`.
+    pub confidence: f64,
+}
+
+/// The weighted mean of `values` (weights `weights`, same length, non-negative)
+/// with its confidence interval from their spread: Student's t with n - 1 degrees of
+/// freedom on the ratio estimator's standard error,
+/// `se^2 = n / (n - 1) * sum(w^2 (x - mean)^2) / sum(w)^2` (with equal weights, the
+/// textbook `s / sqrt(n)`). Treats the values as independent draws: values that
+/// move together make the interval too narrow. Needs 2 values with a positive
+/// weight at least.
+pub fn weighted_mean_interval(
+    values: &[f64],
+    weights: &[f64],
+    confidence: f64,
+) -> Result<MeanInterval, StatsError> {
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return Err(StatsError::InvalidConfidence { value: confidence });
+    }
+    check_finite(values)?;
+    check_finite(weights)?;
+    let pairs: Vec<(f64, f64)> = values
+        .iter()
+        .zip(weights)
+        .filter(|(_, &w)| w > 0.0)
+        .map(|(&x, &w)| (x, w))
+        .collect();
+    let n = pairs.len();
+    if n < 2 {
+        return Err(StatsError::TooFewSamples { x: n, y: n, min: 2 });
+    }
+    let sw: f64 = pairs.iter().map(|p| p.1).sum();
+    let mean = pairs.iter().map(|(x, w)| w * x).sum::<f64>() / sw;
+    let ss: f64 = pairs.iter().map(|(x, w)| (w * (x - mean)).powi(2)).sum();
+    let nf = n as f64;
+    let se = (nf / (nf - 1.0) * ss).sqrt() / sw;
+    let t = student_t_quantile(0.5 + confidence / 2.0, nf - 1.0);
+    Ok(MeanInterval {
+        mean,
+        se,
+        n,
+        df: n - 1,
+        ci: [mean - t * se, mean + t * se],
+        confidence,
+    })
+}
+
 #[cfg(test)]
 mod t_tests {
     use super::*;
+
+    #[test]
+    fn a_mean_interval_is_the_textbook_one() {
+        // By hand: 2, 4, 4, 4, 5, 5, 7, 9: mean 5, s^2 = 32 / 7, se = sqrt(32/7/8),
+        // t(0.975, 7) = 2.364624251592785.
+        let v = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        let m = weighted_mean_interval(&v, &[1.0; 8], 0.95).unwrap();
+        let se = (32.0f64 / 7.0 / 8.0).sqrt();
+        assert!(
+            (m.mean - 5.0).abs() < 1e-12 && (m.se - se).abs() < 1e-12,
+            "{m:?}"
+        );
+        assert_eq!((m.n, m.df), (8, 7));
+        let t = 2.364624251592785;
+        assert!((m.ci[0] - (5.0 - t * se)).abs() < 1e-9, "{m:?}");
+        assert!((m.ci[1] - (5.0 + t * se)).abs() < 1e-9, "{m:?}");
+        // Scaling every weight changes nothing; a zero weight drops its value.
+        let w = weighted_mean_interval(
+            &[v.as_slice(), &[100.0]].concat(),
+            &[[3.0; 8].as_slice(), &[0.0]].concat(),
+            0.95,
+        )
+        .unwrap();
+        assert!((w.mean - m.mean).abs() < 1e-12 && (w.se - m.se).abs() < 1e-12);
+        assert!(matches!(
+            weighted_mean_interval(&[1.0, 2.0], &[1.0, 0.0], 0.95),
+            Err(StatsError::TooFewSamples { .. })
+        ));
+        assert!(excludes(m.ci, 10.0) && !excludes(m.ci, 5.0));
+    }
 
     #[test]
     fn t_quantiles_match_published_tables() {

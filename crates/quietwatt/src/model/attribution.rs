@@ -17,6 +17,7 @@ use super::file::Model;
 use super::Family;
 use crate::error::Result;
 use crate::events::{CpuidleStates, Event, EventCounters};
+use crate::lab::stats::excludes;
 use crate::root::SysRoot;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -67,10 +68,25 @@ pub struct Estimate {
     pub cost_from: String,
     /// Seconds per event in the model.
     pub seconds_per_event: f64,
+    /// Its 95 % confidence interval in the model, `[low, high]`.
+    pub seconds_per_event_ci: [f64; 2],
     /// count × seconds per event.
     pub seconds: f64,
-    /// count × total joules per event (none when the model has no energy).
+    /// count × the interval of the seconds per event (the count is exact).
+    pub seconds_ci: [f64; 2],
+    /// Total joules per event in the model (none when the model has no energy).
+    pub joules_per_event: Option<f64>,
+    /// Its 95 % confidence interval in the model.
+    pub joules_per_event_ci: Option<[f64; 2]>,
+    /// Whether the energy per event's interval leaves out 0 (none without energy):
+    /// when it does not, the model cannot tell the event's energy from none and
+    /// `joules` is not priced.
+    pub significant: Option<bool>,
+    /// count × total joules per event (none when the model has no energy, or when
+    /// its interval contains 0).
     pub joules: Option<f64>,
+    /// count × the interval of the joules per event, when `joules` is priced.
+    pub joules_ci: Option<[f64; 2]>,
     /// The same with another scenario's cost, when perf cannot tell which applies
     /// (`cow` for minor faults).
     pub alternative: Option<Box<Estimate>>,
@@ -103,8 +119,13 @@ pub struct Attribution {
     pub estimates: Vec<Estimate>,
     /// Sum of the estimates' seconds.
     pub total_seconds: f64,
+    /// Its 95 % interval: the estimates' half-widths added in quadrature (their
+    /// costs come from independent fits).
+    pub total_seconds_ci: [f64; 2],
     /// Sum of the estimates' joules.
     pub total_joules: Option<f64>,
+    /// Its 95 % interval, likewise.
+    pub total_joules_ci: Option<[f64; 2]>,
     /// What was not priced, and why.
     pub notes: Vec<String>,
 }
@@ -189,19 +210,20 @@ pub fn estimate(
     let mut notes = Vec::new();
     let mut unpriced = Vec::new();
     let mut price = |count: u64, event: SoftwareEvent, f: Family, s: &str| {
-        model.cost(f, s).map(|c| Estimate {
-            event: event.name().to_string(),
-            count,
-            cost_from: format!("{}/{}", f.name(), s),
-            seconds_per_event: c.seconds_per_event,
-            seconds: count as f64 * c.seconds_per_event,
-            joules: priced_joules(c, count, &format!("{} ({}/{})", event.name(), f.name(), s))
-                .unwrap_or_else(|why| {
-                    unpriced.push(why);
-                    None
-                }),
-            alternative: None,
-            scope: Scope::Command,
+        model.cost(f, s).map(|c| {
+            let what = format!("{} ({}/{})", event.name(), f.name(), s);
+            let joules = priced_joules(c, count, &what).unwrap_or_else(|why| {
+                unpriced.push(why);
+                None
+            });
+            priced(
+                c,
+                event.name(),
+                count,
+                format!("{}/{}", f.name(), s),
+                joules,
+                Scope::Command,
+            )
         })
     };
     for &(event, count) in counts {
@@ -234,24 +256,34 @@ pub fn estimate(
     notes.append(&mut unpriced);
     // The totals are the command's own: taken before the system-wide wake-ups join
     // the estimates below. An event whose energy is unpriced is said in the notes.
-    let total_seconds = estimates.iter().map(|e| e.seconds).sum();
-    let priced: Vec<f64> = estimates.iter().filter_map(|e| e.joules).collect();
-    let total_joules = (!priced.is_empty()).then(|| priced.iter().sum());
+    let total_seconds: f64 = estimates.iter().map(|e| e.seconds).sum();
+    let total_seconds_ci = sum_interval(
+        total_seconds,
+        estimates.iter().map(|e| (e.seconds, e.seconds_ci)),
+    );
+    let with_joules: Vec<(f64, [f64; 2])> = estimates
+        .iter()
+        .filter_map(|e| e.joules.zip(e.joules_ci))
+        .collect();
+    let total_joules: Option<f64> =
+        (!with_joules.is_empty()).then(|| with_joules.iter().map(|j| j.0).sum());
+    let total_joules_ci = total_joules.map(|t| sum_interval(t, with_joules.iter().copied()));
     match wakeups {
         Ok(n) => match model.cost(Family::Wakeup, "wakeup") {
-            Some(c) => estimates.push(Estimate {
-                event: "wake-ups from idle".into(),
-                count: n,
-                cost_from: "wakeup/wakeup".into(),
-                seconds_per_event: c.seconds_per_event,
-                seconds: n as f64 * c.seconds_per_event,
-                joules: priced_joules(c, n, "wake-ups from idle").unwrap_or_else(|why| {
+            Some(c) => {
+                let joules = priced_joules(c, n, "wake-ups from idle").unwrap_or_else(|why| {
                     notes.push(why);
                     None
-                }),
-                alternative: None,
-                scope: Scope::System,
-            }),
+                });
+                estimates.push(priced(
+                    c,
+                    "wake-ups from idle",
+                    n,
+                    "wakeup/wakeup".into(),
+                    joules,
+                    Scope::System,
+                ));
+            }
             None => notes.push(format!(
                 "{n} wake-ups from idle (all CPUs) not priced: the model has no wake-up cost (measure `quietwatt model wakeup`)"
             )),
@@ -269,9 +301,63 @@ pub fn estimate(
         energy_emulated: model.energy.emulated,
         estimates,
         total_seconds,
+        total_seconds_ci,
         total_joules,
+        total_joules_ci,
         notes,
     }
+}
+
+/// An estimate of `count` events at the cost `c`, with `joules` as priced (or not).
+fn priced(
+    c: &super::file::EventCost,
+    event: &str,
+    count: u64,
+    cost_from: String,
+    joules: Option<f64>,
+    scope: Scope,
+) -> Estimate {
+    let n = count as f64;
+    let jci = c.total_joules_ci;
+    Estimate {
+        event: event.to_string(),
+        count,
+        cost_from,
+        seconds_per_event: c.seconds_per_event,
+        seconds_per_event_ci: c.seconds_ci,
+        seconds: n * c.seconds_per_event,
+        seconds_ci: [n * c.seconds_ci[0], n * c.seconds_ci[1]],
+        joules_per_event: c.total_joules_per_event,
+        joules_per_event_ci: jci,
+        significant: jci.map(|ci| excludes(ci, 0.0)),
+        joules,
+        joules_ci: joules.and(jci).map(|ci| [n * ci[0], n * ci[1]]),
+        alternative: None,
+        scope,
+    }
+}
+
+/// The interval of a sum of independent estimates around `total`: the half-widths
+/// (each side apart) added in quadrature, as the standard errors of independent
+/// fits add.
+fn sum_interval(total: f64, parts: impl Iterator<Item = (f64, [f64; 2])>) -> [f64; 2] {
+    let (mut lo, mut hi) = (0.0f64, 0.0f64);
+    for (v, ci) in parts {
+        lo += (v - ci[0]).max(0.0).powi(2);
+        hi += (ci[1] - v).max(0.0).powi(2);
+    }
+    [total - lo.sqrt(), total + hi.sqrt()]
+}
+
+/// `1.538 [1.480, 1.590]`: a value and its interval, scaled by `scale`, `digits` decimals.
+fn with_ci(v: f64, ci: [f64; 2], scale: f64, digits: usize) -> String {
+    format!(
+        "{:.d$} [{:.d$}, {:.d$}]",
+        v * scale,
+        ci[0] * scale,
+        ci[1] * scale,
+        d = digits
+    )
 }
 
 /// The lines `run` prints under the energy table.
@@ -279,7 +365,7 @@ pub fn text(a: &Attribution) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "  {} (from {}{}): time and energy spent in modelled OS events",
+        "  {} (from {}{}): time and energy spent in modelled OS events, with the model's 95 % intervals",
         a.label.to_uppercase(),
         a.model,
         if a.energy_emulated {
@@ -288,17 +374,26 @@ pub fn text(a: &Attribution) -> String {
             ""
         }
     );
-    let j = |v: Option<f64>| v.map_or("-".into(), |j| format!("{j:.6} J"));
+    let j = |v: Option<f64>, ci: Option<[f64; 2]>| match (v, ci) {
+        (Some(j), Some(ci)) => format!("{} J", with_ci(j, ci, 1.0, 6)),
+        (Some(j), None) => format!("{j:.6} J"),
+        _ => "-".into(),
+    };
     let line = |s: &mut String, e: &Estimate, tag: &str| {
+        let verdict = if excludes(e.seconds_per_event_ci, 0.0) {
+            ""
+        } else {
+            " (time per event not significant: its interval contains 0)"
+        };
         let _ = writeln!(
             s,
-            "    {:>10} {:<17} x {:.3} us ({}) = {:.6} s, {}   [{LABEL}{tag}]",
+            "    {:>10} {:<17} x {} us ({}) = {} s{verdict}, {}   [{LABEL}{tag}]",
             e.count,
             e.event,
-            e.seconds_per_event * 1e6,
+            with_ci(e.seconds_per_event, e.seconds_per_event_ci, 1e6, 3),
             e.cost_from,
-            e.seconds,
-            j(e.joules),
+            with_ci(e.seconds, e.seconds_ci, 1.0, 6),
+            j(e.joules, e.joules_ci),
         );
     };
     for e in a.estimates.iter().filter(|e| e.scope == Scope::Command) {
@@ -306,20 +401,20 @@ pub fn text(a: &Attribution) -> String {
         if let Some(alt) = &e.alternative {
             let _ = writeln!(
                 s,
-                "    {:>10} {:<17}   (if they were {}: {:.6} s, {})",
+                "    {:>10} {:<17}   (if they were {}: {} s, {})",
                 "",
                 "",
                 alt.cost_from,
-                alt.seconds,
-                j(alt.joules)
+                with_ci(alt.seconds, alt.seconds_ci, 1.0, 6),
+                j(alt.joules, alt.joules_ci)
             );
         }
     }
     let _ = writeln!(
         s,
-        "    total {:.6} s, {}   [{}]",
-        a.total_seconds,
-        j(a.total_joules),
+        "    total {} s, {}   [{}]",
+        with_ci(a.total_seconds, a.total_seconds_ci, 1.0, 6),
+        j(a.total_joules, a.total_joules_ci),
         LABEL
     );
     // After the total, and not in it: every CPU's events, not the command's.
@@ -328,6 +423,12 @@ pub fn text(a: &Attribution) -> String {
     }
     for n in &a.notes {
         let _ = writeln!(s, "    note: {n}");
+    }
+    if a.energy_emulated {
+        let _ = writeln!(
+            s,
+            "    note: the model's energy is EMULATED: the emulator draws a constant power, so an event's true energy of its own is 0 J; a priced energy here is that constant power times the wall-clock time the event adds to a run (none for a wake-up, whose runs last a fixed time)"
+        );
     }
     s
 }
@@ -359,6 +460,57 @@ mod tests {
             a.notes
         );
         assert!(text(&a).contains("MODEL ESTIMATE"));
+    }
+
+    #[test]
+    fn every_estimate_carries_its_interval_and_the_total_adds_them_in_quadrature() {
+        let mut m = crate::model::file::tests::sample_model();
+        let mut c = m.families[0].clone();
+        c.family = Family::Ctxswitch;
+        c.costs[0].scenario = "pingpong".into();
+        c.costs[0].seconds_per_event = 2e-6;
+        c.costs[0].seconds_ci = [1.7e-6, 2.3e-6];
+        m.families.push(c);
+        let a = estimate(
+            &m,
+            "m.json",
+            &[
+                (SoftwareEvent::MinorFaults, 1000),
+                (SoftwareEvent::ContextSwitches, 100),
+            ],
+            Err("no cpuidle in this test".into()),
+        );
+        let f = &a.estimates[0];
+        // count × the cost's interval: 1000 × [1.4, 1.6] µs and 1000 × [20, 40] µJ.
+        assert!(
+            (f.seconds_ci[0] - 1.4e-3).abs() < 1e-12 && (f.seconds_ci[1] - 1.6e-3).abs() < 1e-12
+        );
+        let j = f.joules_ci.unwrap();
+        assert!(
+            (j[0] - 0.02).abs() < 1e-12 && (j[1] - 0.04).abs() < 1e-12,
+            "{j:?}"
+        );
+        assert_eq!(f.significant, Some(true));
+        // Total time 1.5 ms + 0.2 ms; half-widths 0.1 ms and 0.03 ms in quadrature.
+        let half = (0.1e-3f64.powi(2) + 0.03e-3f64.powi(2)).sqrt();
+        assert!((a.total_seconds - 1.7e-3).abs() < 1e-12);
+        assert!(
+            (a.total_seconds_ci[0] - (1.7e-3 - half)).abs() < 1e-12,
+            "{:?}",
+            a.total_seconds_ci
+        );
+        assert!(
+            (a.total_seconds_ci[1] - (1.7e-3 + half)).abs() < 1e-12,
+            "{:?}",
+            a.total_seconds_ci
+        );
+        let t = text(&a);
+        assert!(t.contains("1.500 [1.400, 1.600] us"), "{t}");
+        assert!(t.contains("true energy of its own is 0 J"), "{t}");
+        let json = serde_json::to_value(&a).unwrap();
+        assert!(json["estimates"][0]["joules_per_event_ci"][1].is_f64());
+        assert_eq!(json["estimates"][0]["significant"], true);
+        assert!(json["total_seconds_ci"][0].is_f64());
     }
 
     #[test]
@@ -409,6 +561,8 @@ mod tests {
             a.estimates[0].joules, None,
             "no energy from a CI spanning 0"
         );
+        assert_eq!(a.estimates[0].significant, Some(false));
+        assert_eq!(a.estimates[0].joules_per_event_ci, Some([-1e-5, 7e-5]));
         assert!(
             (a.estimates[0].seconds - 1000.0 * 1.5e-6).abs() < 1e-12,
             "time still priced"

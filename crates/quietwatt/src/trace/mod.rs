@@ -8,7 +8,7 @@
 
 pub mod chrome;
 
-use crate::events::summary::{fit_line, EnergyPerEvent};
+use crate::events::summary::EnergyPerEvent;
 use crate::events::Event;
 use std::collections::BTreeMap;
 use std::io;
@@ -362,16 +362,7 @@ pub fn energy_per_event(
             .filter(|&k| full[k] && secs[k] > 0.0)
             .map(|k| (xs[k] / secs[k], joules[k] / secs[k]))
             .collect();
-        if let Some((b, a, r2)) = fit_line(&pts) {
-            out.push(EnergyPerEvent {
-                event: e.to_string(),
-                joules_per_event: b,
-                watts_at_zero: a,
-                r2,
-                windows: pts.len(),
-                kind: "estimate",
-            });
-        }
+        out.extend(EnergyPerEvent::fit(e.to_string(), &pts));
     }
     out
 }
