@@ -40,7 +40,7 @@ mod truth;
 mod units;
 
 pub use config::{DomainWatts, Domains, EmulatorConfig, PowerProfile, Trace, TracePoint, Vendor};
-pub use emulator::{DomainTruth, Emulator, TruthReport};
+pub use emulator::{CounterStep, DomainTruth, Emulator, TruthReport};
 pub use error::{Error, Result};
-pub use fault::{Fault, FaultKind};
+pub use fault::{Fault, FaultKind, Microjoules};
 pub use truth::{Mechanism, Served};
