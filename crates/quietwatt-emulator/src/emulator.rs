@@ -237,7 +237,7 @@ pub struct TruthReport {
 /// The truth about one (socket, domain).
 #[derive(Debug, Clone, Serialize)]
 pub struct DomainTruth {
-    /// The socket (psys: 0).
+    /// The socket (psys: the psys master).
     pub socket: u32,
     /// The domain.
     pub domain: Domain,
@@ -348,8 +348,10 @@ impl Emulator {
     }
 
     /// The exact energy (socket, domain) has drawn by now, since emulated time 0
-    /// (the mount, less `start_offset`), whatever the faults. Zero for a domain
-    /// that is not emulated. AMD `core` is the sum of every core.
+    /// (the mount, less `start_offset`), whatever the faults (steps included). Zero
+    /// for a domain that is not emulated (psys: on any socket but the psys master).
+    /// AMD `core` is the sum of every core. BIOS-disabled psys still draws: its
+    /// truth grows while its counter reads 0.
     pub fn truth(&self, socket: u32, domain: Domain) -> Joules {
         self.shared.truth.truth(socket, domain)
     }

@@ -111,7 +111,7 @@ impl Served {
 /// One counter: a (socket, domain, lane) with its power and units.
 #[derive(Debug, Clone)]
 pub(crate) struct Counter {
-    /// The socket (psys: 0).
+    /// The socket (psys: the psys master).
     pub socket: u32,
     /// The domain.
     pub domain: Domain,
