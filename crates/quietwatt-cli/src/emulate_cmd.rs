@@ -47,6 +47,15 @@ pub struct EmulateArgs {
     #[arg(long)]
     pub psys: bool,
 
+    /// The package whose CPUs read psys (the others read 0, as on Sapphire Rapids
+    /// servers); implies --psys. Default 0.
+    #[arg(long, value_name = "SOCKET")]
+    pub psys_master: Option<u32>,
+
+    /// psys disabled by the BIOS: present but reading 0 everywhere; implies --psys.
+    #[arg(long)]
+    pub psys_disabled: bool,
+
     /// Leave out the dram domain (Intel).
     #[arg(long)]
     pub no_dram: bool,
@@ -88,8 +97,9 @@ pub struct EmulateArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
-    /// Inject a fault: KIND:SOCKET/DOMAIN[@TIME], KIND in eacces, vanish, freeze,
-    /// garbage, overrange (e.g. freeze:0/package@1.5s). Repeatable.
+    /// Inject a fault: KIND[=JOULES]:SOCKET/DOMAIN[@TIME], KIND in eacces, vanish,
+    /// freeze, garbage, overrange, reset, backstep (default 0.5 J), jump (default
+    /// 10000 J) (e.g. freeze:0/package@1.5s, backstep=2J:0/dram@1s). Repeatable.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,
 
@@ -140,19 +150,22 @@ impl EmulateArgs {
         if let Some(n) = self.cpus_per_socket {
             c.cpus_per_socket = n;
         }
+        let psys = self.psys || self.psys_master.is_some() || self.psys_disabled;
         c.domains = match self.vendor {
             VendorArg::Intel => Domains {
                 core: !self.no_core,
                 uncore: !self.no_uncore,
                 dram: !self.no_dram,
-                psys: self.psys,
+                psys,
             },
             VendorArg::Amd => Domains {
                 core: !self.no_core,
-                psys: self.psys,
+                psys,
                 ..Domains::AMD
             },
         };
+        c.psys_master = self.psys_master.unwrap_or(0);
+        c.psys_disabled = self.psys_disabled;
         c.mmio = self.mmio;
         c.esu = self.esu;
         c.counter_bits = self.counter_bits;
@@ -297,6 +310,16 @@ fn describe(emulator: &Emulator) -> String {
         .map(|t| format!("{}/{} {} W", t.socket, t.domain, t.watts))
         .collect();
     let faults: Vec<String> = c.faults.iter().map(|f| f.to_string()).collect();
+    let psys = if !c.domains.psys {
+        String::new()
+    } else if c.psys_disabled {
+        "\n  psys: disabled by the BIOS (reads 0 everywhere)".to_string()
+    } else {
+        format!(
+            "\n  psys: read on package {}'s CPUs only (0 elsewhere)",
+            c.psys_master
+        )
+    };
     let q = |s: &str| {
         if s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"/._-:".contains(&b))
@@ -311,7 +334,7 @@ fn describe(emulator: &Emulator) -> String {
         "quietwatt: *** EMULATED RAPL *** mounted at {d}\n\
          \x20 {vid} family {fam:#x} model {model:#x} ({name}), {s} socket(s) x {n} CPUs\n\
          \x20 ESU {esu} (unit register {unit:#x}), {bits}-bit counters updated every {upd}{trace}\n\
-         \x20 domains: {domains}\n\
+         \x20 domains: {domains}{psys}\n\
          \x20 faults: {faults}\n\
          \x20 serves: sys/class/powercap + sys/devices/virtual/powercap{mmio}, dev/cpu/N/msr,\n\
          \x20         sys/bus/event_source/devices/power (description only), sys/devices/system/cpu, proc/cpuinfo\n\
@@ -409,6 +432,28 @@ mod tests {
             .unwrap_err()
             .contains("AMD"));
         assert!(config(&["--fault", "melt:0/package"]).is_err());
+        // psys options imply --psys; a master that does not exist is refused.
+        let spr = config(&[
+            "--model",
+            "0x8F",
+            "--sockets",
+            "2",
+            "--psys-master",
+            "1",
+            "--fault",
+            "backstep=2J:1/psys@1s",
+            "--fault",
+            "reset:0/package@2s",
+        ])
+        .unwrap();
+        assert!(spr.domains.psys && !spr.psys_disabled);
+        assert_eq!((spr.psys_master, spr.faults.len()), (1, 2));
+        assert!(config(&["--psys-disabled"]).unwrap().psys_disabled);
+        let e = config(&["--psys-master", "1"]).unwrap_err();
+        assert!(e.contains("psys_master = 1"), "{e}");
+        assert!(config(&["--fault", "jump=100000000J:0/package"])
+            .unwrap_err()
+            .contains("smaller amount"));
         assert!(config(&["--power", "core=100"]).is_err());
         assert_eq!(parse_number("0x9E"), Ok(0x9E));
         assert_eq!(parse_number("85"), Ok(85));

@@ -105,7 +105,8 @@ pub struct Domains {
     pub uncore: bool,
     /// DRAM (Intel only).
     pub dram: bool,
-    /// Platform (psys), one per system (Intel only).
+    /// Platform (psys), one per system (Intel only), read on the psys master
+    /// package ([`EmulatorConfig::psys_master`]).
     pub psys: bool,
 }
 
@@ -403,6 +404,22 @@ pub struct EmulatorConfig {
     /// Register zones out of socket order (package 1 before package 0, subzones
     /// reversed), so that readers relying on zone ids are caught.
     pub shuffle_zone_ids: bool,
+    /// The psys master package: the one socket whose CPUs read psys, as on
+    /// Sapphire/Emerald Rapids, where the master need not be package 0 and the
+    /// other packages' CPUs read MSR_PLATFORM_ENERGY_STATUS as 0 (Linux commit
+    /// "perf/x86/rapl: Fix psys-energy event on Intel SPR platform"; TPMI likewise
+    /// lists psys on the root package only, `TPMI_RAPL_DOMAIN_ROOT` in
+    /// drivers/powercap/intel_rapl_tpmi.c). The psys counter, its truth and its
+    /// faults belong to this socket. Default 0.
+    #[serde(default)]
+    pub psys_master: u32,
+    /// psys disabled by the BIOS: the register exists and perf still lists
+    /// `energy-psys` on Sapphire/Emerald Rapids (`no_check`), but the counter reads 0
+    /// on every CPU, for good; powercap then has no psys zone, since the kernel
+    /// registers no domain whose counter reads 0 (`rapl_check_domain` in
+    /// drivers/powercap/intel_rapl_common.c). The truth is still what the platform drew.
+    #[serde(default)]
+    pub psys_disabled: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -421,6 +438,8 @@ impl Default for EmulatorConfig {
             faults: Vec::new(),
             enforce_permissions: true,
             shuffle_zone_ids: false,
+            psys_master: 0,
+            psys_disabled: false,
         }
     }
 }
@@ -481,6 +500,29 @@ impl EmulatorConfig {
         self
     }
 
+    /// With the psys (platform) domain, read on package 0's CPUs.
+    pub fn with_psys(mut self) -> Self {
+        self.domains.psys = true;
+        self
+    }
+
+    /// With the psys domain, read on package `socket`'s CPUs only (the psys master);
+    /// every other package's CPUs read it as 0. [`EmulatorConfig::validate`]
+    /// refuses a socket that does not exist.
+    pub fn with_psys_master(mut self, socket: u32) -> Self {
+        self.domains.psys = true;
+        self.psys_master = socket;
+        self
+    }
+
+    /// With the psys domain present but disabled by the BIOS: it reads 0 on every
+    /// CPU, always (see [`EmulatorConfig::psys_disabled`]).
+    pub fn with_psys_disabled(mut self) -> Self {
+        self.domains.psys = true;
+        self.psys_disabled = true;
+        self
+    }
+
     /// With the power specification applied (see [`PowerProfile::apply`]).
     pub fn with_power(mut self, spec: &str) -> Result<Self> {
         self.power.apply(spec)?;
@@ -508,9 +550,73 @@ impl EmulatorConfig {
         cpu / self.cpus_per_socket.max(1)
     }
 
-    /// Whether (socket, domain) is emulated. psys exists once, on socket 0.
+    /// Whether (socket, domain) is emulated. psys exists once, on the psys master.
     pub fn has(&self, socket: u32, domain: Domain) -> bool {
-        socket < self.sockets && self.domains.has(domain) && (domain != Domain::Psys || socket == 0)
+        socket < self.sockets
+            && self.domains.has(domain)
+            && (domain != Domain::Psys || socket == self.psys_master)
+    }
+
+    /// The raw counts a backstep or jump on `fault.domain` moves the counter by
+    /// (`None` for other kinds): the amount in whole counts of that domain's unit,
+    /// at least one. The default jump is cut to just under half the counter's
+    /// range; an explicit amount is not cut (see [`EmulatorConfig::check_fault`]).
+    pub(crate) fn step_counts(&self, fault: &Fault) -> Option<u128> {
+        let amount = fault.effective_amount()?;
+        let unit = units::hardware_unit(self.vendor, self.esu(), fault.domain);
+        let counts = units::counts_of(amount.0, unit);
+        Some(if fault.amount.is_none() {
+            counts.min(self.half_range_counts() - 1)
+        } else {
+            counts
+        })
+    }
+
+    /// Half the counter's range in raw counts: a move this large or larger reads
+    /// like a wrap the other way.
+    fn half_range_counts(&self) -> u128 {
+        1u128 << (self.counter_bits.clamp(1, 64) - 1)
+    }
+
+    /// Checks that `fault` can happen here: its (socket, domain) is emulated, and a
+    /// backstep or jump stays under half the counter's range. The error says why.
+    pub fn check_fault(&self, fault: &Fault) -> std::result::Result<(), String> {
+        if !self.has(fault.socket, fault.domain) {
+            let hint = if fault.domain == Domain::Psys && self.domains.psys {
+                format!(
+                    " (psys belongs to the psys master, socket {})",
+                    self.psys_master
+                )
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "socket {} has no {} domain in this emulator{hint}",
+                fault.socket, fault.domain
+            ));
+        }
+        if fault.amount.is_some() && !fault.kind.takes_amount() {
+            return Err(format!(
+                "{} takes no amount (only backstep and jump do)",
+                fault.kind.name()
+            ));
+        }
+        if fault.amount.is_some_and(|a| a.0 == 0) {
+            return Err("the amount must be above 0 J".to_string());
+        }
+        if let (Some(counts), Some(amount)) = (self.step_counts(fault), fault.amount) {
+            let limit = self.half_range_counts();
+            if counts >= limit {
+                let unit = units::hardware_unit(self.vendor, self.esu(), fault.domain);
+                let limit_j = limit as f64 * unit.num as f64 / unit.den as f64;
+                return Err(format!(
+                    "{amount} is not under half the {} counter's range ({limit_j} J with \
+                     {}-bit counters), so it would read as a wrap: give a smaller amount",
+                    fault.domain, self.counter_bits
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Every emulated (socket, domain), sockets in order.
@@ -625,12 +731,25 @@ impl EmulatorConfig {
         if !(p.is_finite() && (0.0..=10_000.0).contains(&p)) {
             return bad(format!("platform power {p} W (0 to 10000)"));
         }
+        if self.domains.psys && self.psys_master >= self.sockets {
+            return bad(format!(
+                "psys_master = {}, but there are {} socket(s) (0 to {}): pick an existing \
+                 socket as the psys master",
+                self.psys_master,
+                self.sockets,
+                self.sockets - 1
+            ));
+        }
+        if !self.domains.psys && (self.psys_master != 0 || self.psys_disabled) {
+            return bad(
+                "psys_master or psys_disabled is set but the psys domain is off: enable \
+                 domains.psys (CLI: --psys)"
+                    .to_string(),
+            );
+        }
         for f in &self.faults {
-            if !self.has(f.socket, f.domain) {
-                return bad(format!(
-                    "fault {f}: socket {} has no {} domain",
-                    f.socket, f.domain
-                ));
+            if let Err(why) = self.check_fault(f) {
+                return bad(format!("fault {f}: {why}"));
             }
         }
         Ok(())
@@ -696,6 +815,74 @@ mod tests {
             .with_counter_bits(4)
             .validate()
             .is_err());
+    }
+
+    /// Readers must not assume psys lives on package 0: the master is settable,
+    /// a master that does not exist is refused with the fix, and psys faults
+    /// target the master.
+    #[test]
+    fn psys_master_and_disabled_psys_validate() {
+        let c = EmulatorConfig::default()
+            .with_sockets(2)
+            .with_psys_master(1);
+        c.validate().unwrap();
+        assert!(c.has(1, Domain::Psys) && !c.has(0, Domain::Psys));
+        assert_eq!(c.counters().last(), Some(&(1, Domain::Psys)));
+        assert!(c.watts(1, Domain::Psys).is_some() && c.watts(0, Domain::Psys).is_none());
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<EmulatorConfig>(&json).unwrap(), c);
+
+        let e = EmulatorConfig::default()
+            .with_sockets(2)
+            .with_psys_master(2)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("psys_master = 2") && e.contains("0 to 1"), "{e}");
+        let off = EmulatorConfig {
+            psys_disabled: true,
+            ..EmulatorConfig::default()
+        };
+        let e = off.validate().unwrap_err().to_string();
+        assert!(e.contains("--psys"), "{e}");
+        EmulatorConfig::default()
+            .with_psys_disabled()
+            .validate()
+            .unwrap();
+        let wrong = c.clone().with_fault("reset:0/psys".parse().unwrap());
+        let e = wrong.validate().unwrap_err().to_string();
+        assert!(e.contains("psys master, socket 1"), "{e}");
+        // A config.json written before these fields existed still loads.
+        let mut v: serde_json::Value = serde_json::to_value(EmulatorConfig::default()).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("psys_master");
+        o.remove("psys_disabled");
+        let old: EmulatorConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(old, EmulatorConfig::default());
+    }
+
+    /// A step larger than half the counter's range would read as a wrap the other
+    /// way: an explicit amount that large is refused, the default jump is cut.
+    #[test]
+    fn step_amounts_stay_under_half_the_range() {
+        let c = EmulatorConfig::default();
+        let jump: Fault = "jump:0/package".parse().unwrap();
+        // 10000 J at ESU 14 (2^-14 J counts), under the 2^31-count half range.
+        assert_eq!(c.step_counts(&jump), Some(10_000 << 14));
+        let back: Fault = "backstep:0/package".parse().unwrap();
+        assert_eq!(c.step_counts(&back), Some(8192));
+        // 16-bit counters at ESU 14 hold 4 J: the default jump is cut under 2 J.
+        let small = EmulatorConfig::default().with_counter_bits(16);
+        assert_eq!(small.step_counts(&jump), Some((1 << 15) - 1));
+        small.clone().with_fault(jump).validate().unwrap();
+        let e = small
+            .with_fault("jump=3:0/package".parse().unwrap())
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("half") && e.contains("smaller amount"), "{e}");
+        assert!(c.check_fault(&"reset:0/package".parse().unwrap()).is_ok());
+        assert_eq!(c.step_counts(&"reset:0/package".parse().unwrap()), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::config::EmulatorConfig;
 use crate::duration;
 use crate::error::{mount_hint, Error, Result};
-use crate::fault::{Effect, Fault, FaultSet};
+use crate::fault::{Effect, Fault, FaultKind, FaultSet};
 use crate::fs::EmulatorFs;
 use crate::layout::{self, Node, Tree};
 use crate::truth::{GroundTruth, Mechanism, Served, ServedLog};
@@ -40,11 +40,11 @@ pub(crate) struct Shared {
 /// One read of a counter, after faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CounterRead {
-    /// The unwrapped raw count.
+    /// The count the register holds (modulo 2^counter_bits, steps applied).
     Value(u64),
     /// Garbage (fault).
     Garbage,
-    /// Out of range (fault), with the count it would have been.
+    /// Out of range (fault), with the count the register would have held.
     Overrange(u64),
     /// The counter is gone (fault).
     Vanished,
@@ -80,6 +80,38 @@ impl Shared {
             .all(|&(s, d)| !faults.effect(s, d, now_ns).vanished)
     }
 
+    /// The steps of counter `i`'s (socket, domain), with their times.
+    fn steps_of(&self, i: usize) -> Vec<(Fault, u64)> {
+        let c = self.truth.counter(i);
+        self.faults().steps(c.socket, c.domain)
+    }
+
+    /// The counter `i` measured by `ns` (unwrapped, no steps), a freeze at `frozen_at` applied.
+    fn measured(&self, i: usize, ns: u64, frozen_at: Option<u64>) -> u64 {
+        let at = frozen_at.map_or(ns, |f| ns.min(f));
+        self.truth.raw(i, self.truth.counter_time(at))
+    }
+
+    /// What the first `n` of `steps` add to counter `i`'s measured count, in raw
+    /// counts: a reset sets the register to 0 at its time (so it cancels the count
+    /// and every earlier step), a backstep subtracts its amount, a jump adds it.
+    fn offset(&self, i: usize, steps: &[(Fault, u64)], frozen_at: Option<u64>) -> i128 {
+        let mut off: i128 = 0;
+        for &(f, t) in steps {
+            let counts = self
+                .config
+                .step_counts(&f)
+                .map_or(0, |c| i128::try_from(c).unwrap_or(i128::MAX));
+            match f.kind {
+                FaultKind::Reset => off = -i128::from(self.measured(i, t, frozen_at)),
+                FaultKind::Backstep => off -= counts,
+                FaultKind::Jump => off += counts,
+                _ => {}
+            }
+        }
+        off
+    }
+
     /// Reads counter `i` through `mechanism` at `now_ns`, recording what is served.
     pub fn read_counter(&self, i: usize, mechanism: Mechanism, now_ns: u64) -> CounterRead {
         let c = self.truth.counter(i);
@@ -87,16 +119,58 @@ impl Shared {
         if e.vanished {
             return CounterRead::Vanished;
         }
-        let read_at = e.frozen_at.map_or(now_ns, |f| now_ns.min(f));
-        let raw = self.truth.raw(i, self.truth.counter_time(read_at));
+        let measured = self.measured(i, now_ns, e.frozen_at);
+        let steps = self.steps_of(i);
+        let seen = steps.partition_point(|&(_, t)| t <= now_ns);
+        let off = self.offset(i, &steps[..seen], e.frozen_at);
+        let register = self.truth.wrap_signed(i128::from(measured) + off);
         if e.garbage {
             return CounterRead::Garbage;
         }
         if e.overrange {
-            return CounterRead::Overrange(raw);
+            return CounterRead::Overrange(register);
         }
-        self.served_log().record(mechanism, i, raw, now_ns);
-        CounterRead::Value(raw)
+        let times: Vec<u64> = steps.iter().map(|&(_, t)| t).collect();
+        self.served_log()
+            .record(mechanism, i, measured, now_ns, &times);
+        CounterRead::Value(register)
+    }
+
+    /// The steps of (socket, domain), scheduled or done, with what each does.
+    pub fn counter_steps(&self, socket: u32, domain: Domain) -> Vec<CounterStep> {
+        let steps = self.faults().steps(socket, domain);
+        let now = self.now_ns();
+        let frozen_at = self.effect(socket, domain, now).frozen_at;
+        let lanes: Vec<usize> = self.truth.lanes(socket, domain).collect();
+        steps
+            .iter()
+            .enumerate()
+            .map(|(k, &(fault, t))| {
+                let mut shift_j = 0.0;
+                for &i in &lanes {
+                    let j = |counts: u128| {
+                        self.truth
+                            .joules(i, u64::try_from(counts).unwrap_or(u64::MAX), None)
+                    };
+                    shift_j += match fault.kind {
+                        FaultKind::Reset => {
+                            let before = i128::from(self.measured(i, t, frozen_at))
+                                + self.offset(i, &steps[..k], frozen_at);
+                            -j(u128::from(self.truth.wrap_signed(before)))
+                        }
+                        FaultKind::Backstep => -j(self.config.step_counts(&fault).unwrap_or(0)),
+                        FaultKind::Jump => j(self.config.step_counts(&fault).unwrap_or(0)),
+                        _ => 0.0,
+                    };
+                }
+                CounterStep {
+                    fault,
+                    at: Duration::from_nanos(t),
+                    happened: t <= now,
+                    shift_j: Joules(shift_j),
+                }
+            })
+            .collect()
     }
 
     /// What (socket, domain) served, through `mechanism` or any.
@@ -128,6 +202,7 @@ impl Shared {
                     served,
                     served_powercap: self.served(Some(Mechanism::Powercap), socket, domain),
                     served_msr: self.served(Some(Mechanism::Msr), socket, domain),
+                    steps: self.counter_steps(socket, domain),
                 }
             })
             .collect();
@@ -162,7 +237,7 @@ pub struct TruthReport {
 /// The truth about one (socket, domain).
 #[derive(Debug, Clone, Serialize)]
 pub struct DomainTruth {
-    /// The socket (psys: 0).
+    /// The socket (psys: the psys master).
     pub socket: u32,
     /// The domain.
     pub domain: Domain,
@@ -178,6 +253,28 @@ pub struct DomainTruth {
     pub served_powercap: Option<Served>,
     /// What was served through MSRs.
     pub served_msr: Option<Served>,
+    /// The steps (reset, backstep, jump) of this counter, scheduled or done.
+    pub steps: Vec<CounterStep>,
+}
+
+/// A step (`reset`, `backstep` or `jump` fault) of one counter: when it takes
+/// effect and how far it moves the counter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CounterStep {
+    /// The fault, as given.
+    pub fault: Fault,
+    /// When it takes effect, since the mount: a read at or after this time sees it
+    /// (a fault dated before its injection takes effect when injected).
+    #[serde(rename = "at_s", with = "duration::secs")]
+    pub at: Duration,
+    /// Whether `at` has passed.
+    pub happened: bool,
+    /// How far the register moves at `at`, in joules (the hardware unit; all
+    /// lanes of AMD `core` added), wraps ignored: a reset, minus what the register
+    /// held (it reads 0 then); a backstep, minus its amount in whole counts; a
+    /// jump, plus its amount in whole counts (the default jump cut to under half
+    /// the range). Computed from the ground truth, so known before `at` too.
+    pub shift_j: Joules,
 }
 
 /// A mounted RAPL emulator. Dropping it (or [`Emulator::unmount`]) unmounts.
@@ -251,8 +348,10 @@ impl Emulator {
     }
 
     /// The exact energy (socket, domain) has drawn by now, since emulated time 0
-    /// (the mount, less `start_offset`), whatever the faults. Zero for a domain
-    /// that is not emulated. AMD `core` is the sum of every core.
+    /// (the mount, less `start_offset`), whatever the faults (steps included). Zero
+    /// for a domain that is not emulated (psys: on any socket but the psys master).
+    /// AMD `core` is the sum of every core. BIOS-disabled psys still draws: its
+    /// truth grows while its counter reads 0.
     pub fn truth(&self, socket: u32, domain: Domain) -> Joules {
         self.shared.truth.truth(socket, domain)
     }
@@ -263,6 +362,9 @@ impl Emulator {
     /// Skylake-X DRAM; MSR: the hardware unit, quirks applied); `None` before any
     /// read. powercap counts both `intel-rapl` and `intel-rapl-mmio` zones. AMD
     /// `core` adds every core read (powercap's `core` zone reads only core 0).
+    /// Steps (reset, backstep, jump) are taken out of the values and bounded by
+    /// [`Served::step_span_j`]: see [`Served`]. psys read on a CPU of a package
+    /// that is not the psys master serves nothing (it reads 0) and is not counted.
     pub fn served(&self, mechanism: Mechanism, socket: u32, domain: Domain) -> Option<Served> {
         self.shared.served(Some(mechanism), socket, domain)
     }
@@ -278,18 +380,18 @@ impl Emulator {
         self.shared.served_log().reset();
     }
 
-    /// Injects `fault` now (or at its `@TIME` after the mount). A freeze never
-    /// starts in the past: that would move the counter back.
+    /// Injects `fault` now (or at its `@TIME` after the mount). A freeze or a step
+    /// never starts in the past: that would change values already served. Errors
+    /// when the (socket, domain) is not emulated (psys: only on the psys master) or
+    /// a backstep/jump amount is not under half the counter's range.
     pub fn inject(&self, fault: Fault) -> Result<()> {
-        if !self.shared.config.has(fault.socket, fault.domain) {
-            return Err(Error::FaultSpec {
+        self.shared
+            .config
+            .check_fault(&fault)
+            .map_err(|why| Error::FaultSpec {
                 spec: fault.to_string(),
-                why: format!(
-                    "socket {} has no {} domain in this emulator",
-                    fault.socket, fault.domain
-                ),
-            });
-        }
+                why,
+            })?;
         let now = self.shared.now_ns();
         self.shared
             .faults
@@ -299,7 +401,8 @@ impl Emulator {
         Ok(())
     }
 
-    /// Removes every fault (a frozen counter jumps to its live value).
+    /// Removes every fault (a frozen counter jumps to its live value; a counter moved
+    /// by steps goes back to counting from the mount).
     pub fn clear_faults(&self) {
         self.shared
             .faults
@@ -311,6 +414,13 @@ impl Emulator {
     /// The faults in force.
     pub fn faults(&self) -> Vec<Fault> {
         self.shared.faults().faults()
+    }
+
+    /// The steps (reset, backstep, jump faults) of (socket, domain)'s counter in
+    /// time order, scheduled or done: when each takes effect and how far it moves
+    /// the register. Empty when there are none.
+    pub fn steps(&self, socket: u32, domain: Domain) -> Vec<CounterStep> {
+        self.shared.counter_steps(socket, domain)
     }
 
     /// The truth report (what `truth.json` serves).

@@ -12,7 +12,7 @@ pub enum Error {
     Config(String),
 
     /// A fault specification (`freeze:1/package@1.5s`) does not parse.
-    #[error("invalid fault '{spec}': {why} (expected KIND:SOCKET/DOMAIN[@TIME], KIND one of eacces, vanish, freeze, garbage, overrange, e.g. freeze:0/package@1.5s)")]
+    #[error("invalid fault '{spec}': {why} (expected KIND[=JOULES]:SOCKET/DOMAIN[@TIME], KIND one of eacces, vanish, freeze, garbage, overrange, reset, backstep, jump; JOULES for backstep and jump only; e.g. freeze:0/package@1.5s, backstep=2J:0/dram@1s)")]
     FaultSpec {
         /// The text given.
         spec: String,

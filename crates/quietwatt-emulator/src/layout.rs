@@ -8,7 +8,7 @@
 //! sys/devices/virtual/powercap/intel-rapl/enabled
 //! sys/devices/virtual/powercap/intel-rapl/intel-rapl:X/{name,energy_uj,max_energy_range_uj,enabled,constraint_*}
 //! sys/devices/virtual/powercap/intel-rapl/intel-rapl:X/intel-rapl:X:Y/...   (core, uncore, dram)
-//! sys/devices/virtual/powercap/intel-rapl/intel-rapl:P/...                  (psys, top level)
+//! sys/devices/virtual/powercap/intel-rapl/intel-rapl:P/...                  (psys, top level, after its package)
 //! sys/devices/virtual/powercap/intel-rapl-mmio/intel-rapl-mmio:0/...        (optional)
 //! sys/class/powercap/{intel-rapl,intel-rapl:X,intel-rapl:X:Y,...} -> ../../devices/virtual/powercap/...
 //! sys/devices/power/{type,cpumask,format/event,events/energy-*}             (perf PMU)
@@ -21,12 +21,21 @@
 //!
 //! Zone ids are hexadecimal and follow registration order: packages in socket
 //! order (reversed with `shuffle_zone_ids`), each package's subzones in the order
-//! core, uncore, dram (reversed too), then psys.
+//! core, uncore, dram (reversed too), and right after the psys master package's
+//! subzones its top-level psys zone. That is the kernel's order since psys is
+//! enumerated with its package (drivers/powercap/intel_rapl_common.c,
+//! `rapl_package_register_powercap`: the package zone, then its other domains in
+//! domain order, psys with no parent). The kernel probes psys on every package
+//! and registers it only where the counter reads non-zero (`rapl_check_domain`),
+//! so psys appears once, on the master, named `psys` on package 0 and `psys-N`
+//! on package N (`rapl_init_domains`); BIOS-disabled psys reads 0 everywhere and
+//! has no zone.
 
 use crate::config::EmulatorConfig;
 use crate::cpuinfo;
 use crate::namespace;
 use crate::truth::GroundTruth;
+use crate::units;
 use quietwatt::Domain;
 use std::path::Path;
 
@@ -395,18 +404,28 @@ fn powercap(t: &mut Tree, config: &EmulatorConfig, truth: &GroundTruth) {
             };
             zone(t, z, class, spec, energy_mode);
         }
-    }
-    if let Some(counter) = truth.find(0, Domain::Psys, 0) {
-        let id = format!("intel-rapl:{next_id:x}");
-        let spec = ZoneSpec {
-            id: &id,
-            name: "psys",
-            counter,
-            hide: &[(0, Domain::Psys)],
-            constraints: None,
-            path: format!("intel-rapl/{id}"),
-        };
-        zone(t, ct, class, spec, energy_mode);
+        // psys is found on the master package only and, disabled, nowhere.
+        let psys = truth
+            .find(s, Domain::Psys, 0)
+            .filter(|_| !config.psys_disabled);
+        if let Some(counter) = psys {
+            let pid = format!("intel-rapl:{next_id:x}");
+            next_id += 1;
+            let name = if s == 0 {
+                "psys".to_string()
+            } else {
+                format!("psys-{s}")
+            };
+            let spec = ZoneSpec {
+                id: &pid,
+                name: &name,
+                counter,
+                hide: &[(s, Domain::Psys)],
+                constraints: None,
+                path: format!("intel-rapl/{pid}"),
+            };
+            zone(t, ct, class, spec, energy_mode);
+        }
     }
 
     if config.mmio {
@@ -489,7 +508,12 @@ fn perf(t: &mut Tree, config: &EmulatorConfig) {
         (Domain::Uncore, "energy-gpu", 0x04),
         (Domain::Psys, "energy-psys", 0x05),
     ] {
-        if config.domains.has(domain) {
+        // perf drops an event whose MSR reads 0 when probed, except psys on
+        // Sapphire/Emerald Rapids (`no_check`): disabled psys is listed there only.
+        let probed_zero = domain == Domain::Psys
+            && config.psys_disabled
+            && !units::psys_always_listed(config.vendor);
+        if config.domains.has(domain) && !probed_zero {
             events.push((event, code));
         }
     }
@@ -541,6 +565,54 @@ mod tests {
         }
     }
 
+    /// On a multi-socket server psys appears once, as the kernel registers it: after
+    /// the master package's subzones, `psys-N` when the master is package N > 0;
+    /// BIOS-disabled psys has no zone but stays listed by perf on SPR.
+    #[test]
+    fn psys_zone_follows_the_master_package() {
+        let base = "sys/devices/virtual/powercap/intel-rapl";
+        let c = EmulatorConfig::default().with_sockets(2).with_psys();
+        let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
+        assert_eq!(
+            text(&t, &format!("{base}/intel-rapl:0/name")),
+            "package-0\n"
+        );
+        assert_eq!(text(&t, &format!("{base}/intel-rapl:1/name")), "psys\n");
+        assert_eq!(
+            text(&t, &format!("{base}/intel-rapl:2/name")),
+            "package-1\n"
+        );
+
+        let c = EmulatorConfig::intel(0x8F)
+            .with_sockets(3)
+            .with_psys_master(1);
+        let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
+        let top = names(&t, base);
+        assert_eq!(
+            top,
+            [
+                "enabled",
+                "intel-rapl:0",
+                "intel-rapl:1",
+                "intel-rapl:2",
+                "intel-rapl:3"
+            ]
+        );
+        assert_eq!(text(&t, &format!("{base}/intel-rapl:2/name")), "psys-1\n");
+        assert_eq!(
+            text(&t, &format!("{base}/intel-rapl:3/name")),
+            "package-2\n"
+        );
+
+        let c = EmulatorConfig::intel(0x8F).with_psys_disabled();
+        let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
+        assert_eq!(names(&t, base), ["enabled", "intel-rapl:0"]);
+        assert!(names(&t, "sys/devices/power/events").contains(&"energy-psys".to_string()));
+        let c = EmulatorConfig::default().with_psys_disabled();
+        let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
+        assert!(!names(&t, "sys/devices/power/events").contains(&"energy-psys".to_string()));
+    }
+
     #[test]
     fn cpulists_compress_runs() {
         assert_eq!(cpulist([0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
@@ -563,6 +635,7 @@ mod tests {
             text(&t, &format!("{base}/intel-rapl:0/name")),
             "package-10\n"
         );
+        // psys follows its package (0, the master, registered last here).
         assert_eq!(
             text(&t, &format!("{base}/intel-rapl:a/name")),
             "package-0\n"

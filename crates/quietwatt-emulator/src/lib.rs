@@ -8,7 +8,14 @@
 //! counter read is computed when it happens from an exact ground truth (the
 //! integral of a configured power profile), so a test can compare what a reader
 //! measured with what was really served ([`Emulator::served`]) and drawn
-//! ([`Emulator::truth`]), across wraps, unit quirks and injected faults.
+//! ([`Emulator::truth`]), across wraps, unit quirks and injected faults: access
+//! errors, vanishing zones, frozen or garbage counters, and *steps* (a counter
+//! reset, a backward step, an implausible jump; [`Emulator::steps`] tells when
+//! each took effect, and [`Served`] bounds what a correct reader may lose to
+//! them). psys is served as on Sapphire/Emerald Rapids servers: on the psys
+//! master package's CPUs only, 0 elsewhere, or 0 everywhere when the BIOS
+//! disabled it ([`EmulatorConfig::with_psys_master`],
+//! [`EmulatorConfig::with_psys_disabled`]).
 //!
 //! Point a reader at it with a root directory (`quietwatt --root DIR`), or run
 //! any program in a private mount namespace where the emulator is grafted over
@@ -40,7 +47,7 @@ mod truth;
 mod units;
 
 pub use config::{DomainWatts, Domains, EmulatorConfig, PowerProfile, Trace, TracePoint, Vendor};
-pub use emulator::{DomainTruth, Emulator, TruthReport};
+pub use emulator::{CounterStep, DomainTruth, Emulator, TruthReport};
 pub use error::{Error, Result};
-pub use fault::{Fault, FaultKind};
+pub use fault::{Fault, FaultKind, Microjoules};
 pub use truth::{Mechanism, Served};

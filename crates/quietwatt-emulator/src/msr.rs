@@ -12,9 +12,18 @@
 //! | 0x639 | core (PP0) | 0xC001029A | this CPU's core |
 //! | 0x641 | uncore (PP1) | | |
 //! | 0x619 | dram | | |
-//! | 0x64D | psys (any CPU) | | |
+//! | 0x64D | psys (the psys master's CPUs; 0 elsewhere) | | |
 //!
 //! Package registers read on any CPU of a package give that package's count.
+//!
+//! psys is read as on Sapphire/Emerald Rapids servers: only CPUs of the psys
+//! master package ([`EmulatorConfig::psys_master`], not necessarily package 0)
+//! read the counter; CPUs of every other package read MSR_PLATFORM_ENERGY_STATUS
+//! as 0 (Linux commit "perf/x86/rapl: Fix psys-energy event on Intel SPR
+//! platform": "only CPUs on the master package can read valid value of the Psys
+//! energy counter, reading the MSR on CPUs in the slave package returns 0"). A
+//! reader adding psys over packages therefore counts it once. With
+//! `psys_disabled` the master's CPUs read 0 too.
 
 use crate::config::EmulatorConfig;
 use crate::truth::GroundTruth;
@@ -82,7 +91,14 @@ pub(crate) fn register(
             MSR_PP0_ENERGY_STATUS => energy(socket, Domain::Core, 0),
             MSR_PP1_ENERGY_STATUS => energy(socket, Domain::Uncore, 0),
             MSR_DRAM_ENERGY_STATUS => energy(socket, Domain::Dram, 0),
-            MSR_PLATFORM_ENERGY_STATUS => energy(0, Domain::Psys, 0),
+            MSR_PLATFORM_ENERGY_STATUS if config.domains.psys => {
+                if socket == config.psys_master {
+                    energy(socket, Domain::Psys, 0)
+                } else {
+                    // Not the psys master: the register exists and reads 0.
+                    Some(Register::Fixed(0))
+                }
+            }
             _ => None,
         }
     }
@@ -118,6 +134,20 @@ mod tests {
             t.find(1, Domain::Package, 0).map(Register::Energy)
         );
         assert_eq!(r(5, 0x64D), None, "psys is off by default");
+
+        // psys on the master's CPUs only (here package 1 of 2): 0 on package 0's.
+        let p = EmulatorConfig::intel(0x8F)
+            .with_sockets(2)
+            .with_psys_master(1);
+        let t = GroundTruth::new(&p);
+        let r = |cpu, reg| register(&p, &t, 0xA0E03, cpu, reg);
+        let psys = t.find(1, Domain::Psys, 0).map(Register::Energy);
+        assert!(psys.is_some());
+        assert_eq!(r(4, 0x64D), psys);
+        assert_eq!(r(7, 0x64D), psys);
+        assert_eq!(r(0, 0x64D), Some(Register::Fixed(0)));
+        assert_eq!(r(3, 0x64D), Some(Register::Fixed(0)));
+        assert!(t.find(0, Domain::Psys, 0).is_none());
         assert_eq!(r(8, 0x611), None, "no CPU 8");
         assert_eq!(r(0, 0xC001029B), None);
 

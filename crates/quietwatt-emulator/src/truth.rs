@@ -43,11 +43,23 @@ impl Mechanism {
 ///
 /// `last_j - first_j` ([`Served::energy`]) is the energy a correct reader must
 /// report for the interval from its first to its last read, wraps included.
+///
+/// The counter values here are the counter *as it measured*: unwrapped, and with
+/// steps (`reset`, `backstep`, `jump` faults) taken out, so `energy()` is the
+/// energy the counter measured between the reads whatever steps happened; it
+/// equals what was drawn over the counter's update steps between the reads (a
+/// `freeze` is not taken out: a frozen counter measured nothing, and
+/// BIOS-disabled psys measures 0). A step cannot be told apart exactly from the
+/// reads either side of it, so a reader that handles every step correctly (a
+/// reset as a restart, a backstep or an implausible jump as a glitch) may lose
+/// at most the energy between those two reads: [`Served::step_span_j`], summed
+/// over the steps. Such a reader reports an energy within
+/// [`Served::correct_range`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Served {
-    /// The unwrapped counter at the first read, in joules.
+    /// The unwrapped counter at the first read, in joules, steps taken out.
     pub first_j: Joules,
-    /// The unwrapped counter at the last read, in joules.
+    /// The unwrapped counter at the last read, in joules, steps taken out.
     pub last_j: Joules,
     /// When the first read happened, since the mount.
     #[serde(rename = "first_t_s", with = "duration::secs")]
@@ -64,6 +76,14 @@ pub struct Served {
     /// When the second read happened, since the mount.
     #[serde(rename = "second_t_s", with = "duration::secs")]
     pub second_t: Duration,
+    /// How many steps (reset, backstep, jump) took effect after the first read and
+    /// at or before the last (the most over lanes and mechanisms).
+    pub steps: u32,
+    /// For each of those steps, the energy (as `energy()` counts it) between the
+    /// last read before the step and the first read at or after it, added up (over
+    /// lanes and mechanisms too): the most a reader handling every step correctly
+    /// may lose. Steps between the same two reads count that interval once.
+    pub step_span_j: Joules,
 }
 
 impl Served {
@@ -77,12 +97,21 @@ impl Served {
     pub fn energy_after_probe(&self) -> Joules {
         Joules(self.last_j.0 - self.second_j.0)
     }
+
+    /// The energies a reader that handles every step correctly may report for its
+    /// first to last read: from `energy() - step_span_j` to `energy()` (both when
+    /// no step happened in between). A reader that counts a backstep as a wrap or
+    /// a jump as energy lands far outside.
+    pub fn correct_range(&self) -> (Joules, Joules) {
+        let e = self.energy().0;
+        (Joules(e - self.step_span_j.0), Joules(e))
+    }
 }
 
 /// One counter: a (socket, domain, lane) with its power and units.
 #[derive(Debug, Clone)]
 pub(crate) struct Counter {
-    /// The socket (psys: 0).
+    /// The socket (psys: the psys master).
     pub socket: u32,
     /// The domain.
     pub domain: Domain,
@@ -94,6 +123,8 @@ pub(crate) struct Counter {
     pub unit: Unit,
     /// powercap's unit for this counter, nJ.
     pub powercap_unit_nj: u64,
+    /// The counter reads 0 for good (BIOS-disabled psys); its truth still grows.
+    pub disabled: bool,
 }
 
 /// The power scale over emulated time, as an integral.
@@ -167,6 +198,7 @@ impl GroundTruth {
                     power_uw,
                     unit,
                     powercap_unit_nj,
+                    disabled: domain == Domain::Psys && config.psys_disabled,
                 });
             }
         }
@@ -226,8 +258,12 @@ impl GroundTruth {
         u128::from(self.counters[i].power_uw).saturating_mul(self.scale.integral(t_ns)) / PPM
     }
 
-    /// The unwrapped raw count of counter `i` at emulated time `t_ns`.
+    /// The unwrapped raw count of counter `i` at emulated time `t_ns`, as the
+    /// hardware counts it (0 for good when disabled).
     pub fn raw(&self, i: usize, t_ns: u64) -> u64 {
+        if self.counters[i].disabled {
+            return 0;
+        }
         let unit = self.counters[i].unit;
         let count = self.energy_fj(i, t_ns).saturating_mul(unit.den) / (unit.num * FJ_PER_J);
         u64::try_from(count).unwrap_or(u64::MAX)
@@ -241,6 +277,11 @@ impl GroundTruth {
     /// A raw count reduced to the counter width, as the register holds it.
     pub fn wrap(&self, raw: u64) -> u64 {
         raw & ((1u64 << self.bits) - 1)
+    }
+
+    /// A signed count (a step can take it below 0) reduced to the counter width.
+    pub fn wrap_signed(&self, raw: i128) -> u64 {
+        u64::try_from(raw.rem_euclid(1i128 << self.bits)).unwrap_or(0)
     }
 
     /// `energy_uj` for a raw count of counter `i`.
@@ -290,6 +331,10 @@ struct Record {
     last_raw: u64,
     last_ns: u64,
     reads: u64,
+    /// Steps that took effect between two reads in time order.
+    steps: u32,
+    /// The raw counts between the reads either side of those steps.
+    step_span_raw: u64,
 }
 
 /// Every value served, per (mechanism, counter).
@@ -299,11 +344,31 @@ pub(crate) struct ServedLog {
 }
 
 impl ServedLog {
-    /// Notes that counter `i` served `raw` (unwrapped) through `mechanism` at `read_ns`.
-    pub fn record(&mut self, mechanism: Mechanism, i: usize, raw: u64, read_ns: u64) {
+    /// Notes that counter `i` served `raw` (unwrapped, steps taken out) through
+    /// `mechanism` at `read_ns`; `steps_ns` are the times its steps take effect.
+    pub fn record(
+        &mut self,
+        mechanism: Mechanism,
+        i: usize,
+        raw: u64,
+        read_ns: u64,
+        steps_ns: &[u64],
+    ) {
         self.records
             .entry((mechanism, i))
             .and_modify(|r| {
+                if read_ns >= r.last_ns {
+                    // Steps since the previous read: this interval is what a
+                    // reader handling them may lose.
+                    let n = steps_ns
+                        .iter()
+                        .filter(|&&t| r.last_ns < t && t <= read_ns)
+                        .count();
+                    if n > 0 {
+                        r.steps = r.steps.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+                        r.step_span_raw += raw.saturating_sub(r.last_raw);
+                    }
+                }
                 if read_ns < r.first_ns {
                     (r.second_ns, r.second_raw) = (r.first_ns, r.first_raw);
                     r.first_ns = read_ns;
@@ -325,6 +390,8 @@ impl ServedLog {
                 last_raw: raw,
                 last_ns: read_ns,
                 reads: 1,
+                steps: 0,
+                step_span_raw: 0,
             });
     }
 
@@ -384,6 +451,8 @@ impl ServedLog {
                             last_raw,
                             last_ns,
                             reads: l.reads + r.reads,
+                            steps: l.steps.max(r.steps),
+                            step_span_raw: l.step_span_raw + r.step_span_raw,
                         }
                     }
                 });
@@ -392,6 +461,7 @@ impl ServedLog {
             let first_j = truth.joules(i, l.first_raw, mechanism);
             let last_j = truth.joules(i, l.last_raw, mechanism);
             let second_j = truth.joules(i, l.second_raw, mechanism);
+            let span_j = truth.joules(i, l.step_span_raw, mechanism);
             let second_t = Duration::from_nanos(l.second_ns);
             let (first_t, last_t) = (
                 Duration::from_nanos(l.first_ns),
@@ -406,6 +476,8 @@ impl ServedLog {
                     reads: l.reads,
                     second_j: Joules(second_j),
                     second_t,
+                    steps: l.steps,
+                    step_span_j: Joules(span_j),
                 },
                 Some(s) => Served {
                     first_j: Joules(s.first_j.0 + first_j),
@@ -415,6 +487,8 @@ impl ServedLog {
                     reads: s.reads + l.reads,
                     second_j: Joules(s.second_j.0 + second_j),
                     second_t: s.second_t.max(second_t),
+                    steps: s.steps.max(l.steps),
+                    step_span_j: Joules(s.step_span_j.0 + span_j),
                 },
             });
         }
@@ -473,6 +547,40 @@ mod tests {
         assert_eq!(j(2_500_000_000), 30.0);
     }
 
+    /// The bound a reader's test uses around a step is the interval between the
+    /// reads either side of it, counted once per interval, and only for steps
+    /// between the first and last read.
+    #[test]
+    fn steps_between_reads_count_the_interval_around_them() {
+        let t = GroundTruth::new(&config());
+        let pkg = t.find(0, Domain::Package, 0).unwrap();
+        let mut log = ServedLog::default();
+        // Steps at 5 (before the first read), 25 and 27 (one interval), 40 (on a read).
+        let steps = [5, 25, 27, 40];
+        for (raw, ns) in [(100, 10), (200, 20), (350, 30), (400, 40), (500, 50)] {
+            log.record(Mechanism::Msr, pkg, raw, ns, &steps);
+        }
+        let s = log
+            .served(&t, Some(Mechanism::Msr), 0, Domain::Package)
+            .unwrap();
+        assert_eq!(s.steps, 3);
+        let unit = 1.0 / 16384.0;
+        // 200 -> 350 around 25 and 27, 350 -> 400 around 40.
+        assert_eq!(s.step_span_j.0, 200.0 * unit);
+        let (lo, hi) = s.correct_range();
+        assert_eq!(hi.0, 400.0 * unit);
+        assert_eq!(lo.0, 200.0 * unit);
+    }
+
+    #[test]
+    fn disabled_psys_counts_nothing_but_its_truth_grows() {
+        let c = EmulatorConfig::default().with_psys_disabled();
+        let t = GroundTruth::new(&c);
+        let psys = t.find(0, Domain::Psys, 0).unwrap();
+        assert_eq!(t.raw(psys, 10_000_000_000), 0);
+        assert!(t.energy_fj(psys, 1_000_000_000) > 0);
+    }
+
     #[test]
     fn amd_core_lanes_split_the_core_power() {
         let c = EmulatorConfig::amd();
@@ -494,11 +602,11 @@ mod tests {
             t.find(0, Domain::Core, 0).unwrap(),
             t.find(0, Domain::Core, 1).unwrap(),
         );
-        log.record(Mechanism::Powercap, a, 100, 10);
-        log.record(Mechanism::Msr, a, 300, 30);
-        log.record(Mechanism::Msr, a, 200, 20);
-        log.record(Mechanism::Msr, b, 1 << 16, 20);
-        log.record(Mechanism::Msr, b, 3 << 16, 40);
+        log.record(Mechanism::Powercap, a, 100, 10, &[]);
+        log.record(Mechanism::Msr, a, 300, 30, &[]);
+        log.record(Mechanism::Msr, a, 200, 20, &[]);
+        log.record(Mechanism::Msr, b, 1 << 16, 20, &[]);
+        log.record(Mechanism::Msr, b, 3 << 16, 40, &[]);
         let all = log.served(&t, None, 0, Domain::Core).unwrap();
         let unit = 1.0 / 65536.0;
         assert_eq!(all.reads, 5);
@@ -517,6 +625,7 @@ mod tests {
         // Over both mechanisms, lane a's second read is the MSR one at 20 ns.
         assert_eq!(all.second_j.0, 200.0 * unit + 3.0);
         assert!(log.served(&t, None, 0, Domain::Package).is_none());
+        assert_eq!((all.steps, all.step_span_j.0), (0, 0.0));
         log.reset();
         assert!(log.served(&t, None, 0, Domain::Core).is_none());
     }

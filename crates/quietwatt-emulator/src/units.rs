@@ -100,6 +100,22 @@ pub(crate) fn powercap_unit_nj(vendor: Vendor, esu: u8, domain: Domain) -> u64 {
     }
 }
 
+/// Whether perf lists `energy-psys` on this part even when psys reads 0: Sapphire
+/// and Emerald Rapids, whose `intel_rapl_spr_msrs` (arch/x86/events/rapl.c) mark
+/// MSR_PLATFORM_ENERGY_STATUS `no_check` ("perf/x86/rapl: Fix psys-energy event on
+/// Intel SPR platform"); elsewhere `perf_msr_probe` drops an event reading 0.
+pub(crate) fn psys_always_listed(vendor: Vendor) -> bool {
+    intel_model(vendor, FIXED_PSYS)
+}
+
+/// `amount_uj` microjoules in whole raw counts of `unit`, rounded to the nearest,
+/// at least one.
+pub(crate) fn counts_of(amount_uj: u64, unit: Unit) -> u128 {
+    let num = u128::from(amount_uj) * unit.den;
+    let den = unit.num * 1_000_000;
+    ((num + den / 2) / den).max(1)
+}
+
 /// `max_energy_range_uj`: the largest count times the powercap unit.
 pub(crate) fn max_energy_range_uj(bits: u8, unit_nj: u64) -> u64 {
     let max = (1u128 << bits) - 1;
@@ -158,6 +174,16 @@ mod tests {
         assert_eq!(hardware_unit(ZEN3, 16, Domain::Dram), Unit::pow2(16));
         assert_eq!(default_esu(ZEN3), 16);
         assert_eq!(default_esu(KBL), 14);
+    }
+
+    #[test]
+    fn step_amounts_round_to_whole_counts() {
+        // 0.5 J at ESU 14 is 8192 counts; on SPR psys (1 J counts) it rounds to one.
+        assert_eq!(counts_of(500_000, Unit::pow2(14)), 8192);
+        assert_eq!(counts_of(500_000, Unit::pow2(0)), 1);
+        assert_eq!(counts_of(1, Unit::pow2(0)), 1);
+        assert_eq!(counts_of(2_500_000, Unit::pow2(0)), 3);
+        assert!(psys_always_listed(SPR) && !psys_always_listed(KBL));
     }
 
     #[test]

@@ -111,32 +111,33 @@ fn powercap_topology_cpuinfo_and_pmu_layouts_match_the_kernel() {
             "intel-rapl:0:1",
             "intel-rapl:0:2",
             "intel-rapl:1",
-            "intel-rapl:1:0",
-            "intel-rapl:1:1",
-            "intel-rapl:1:2",
             "intel-rapl:2",
+            "intel-rapl:2:0",
+            "intel-rapl:2:1",
+            "intel-rapl:2:2",
         ]
     );
+    // psys is registered with its package (0, the master), before package 1.
     for (id, name) in [
         ("intel-rapl:0", "package-0"),
         ("intel-rapl:0:0", "core"),
         ("intel-rapl:0:1", "uncore"),
-        ("intel-rapl:1:2", "dram"),
-        ("intel-rapl:1", "package-1"),
-        ("intel-rapl:2", "psys"),
+        ("intel-rapl:2:2", "dram"),
+        ("intel-rapl:2", "package-1"),
+        ("intel-rapl:1", "psys"),
         ("intel-rapl-mmio:0", "package-0"),
         ("intel-rapl-mmio:0:0", "dram"),
     ] {
         assert_eq!(m.zone(id, "name"), format!("{name}\n"), "{id}");
     }
-    let link = m.path("sys/class/powercap/intel-rapl:1:2");
+    let link = m.path("sys/class/powercap/intel-rapl:2:2");
     assert_eq!(
         fs::read_link(&link).unwrap(),
-        PathBuf::from("../../devices/virtual/powercap/intel-rapl/intel-rapl:1/intel-rapl:1:2")
+        PathBuf::from("../../devices/virtual/powercap/intel-rapl/intel-rapl:2/intel-rapl:2:2")
     );
     assert_eq!(
         link.canonicalize().unwrap(),
-        m.path("sys/devices/virtual/powercap/intel-rapl/intel-rapl:1/intel-rapl:1:2")
+        m.path("sys/devices/virtual/powercap/intel-rapl/intel-rapl:2/intel-rapl:2:2")
     );
     assert_eq!(
         fs::read_link(m.path("sys/class/powercap/intel-rapl")).unwrap(),
@@ -830,4 +831,345 @@ fn mount_errors_explain_themselves() {
         .unwrap_err()
         .to_string()
         .contains("AMD"));
+}
+
+/// Waits (without asserting anything about speed) until the emulator's clock has
+/// passed `at`.
+fn wait_past(m: &Mounted, at: Duration) {
+    while m.emu.elapsed() <= at {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A 32-bit register difference `b - a` as a signed count (no wrap between them).
+fn signed_diff32(a: u64, b: u64) -> i64 {
+    i64::from(b.wrapping_sub(a) as u32 as i32)
+}
+
+/// The MSR count of `raw` counts at ESU 14, in joules.
+fn esu14(raw: i64) -> f64 {
+    raw as f64 / 16384.0
+}
+
+#[test]
+fn reset_restarts_the_counter_from_zero_and_serves_the_energy_since() {
+    // WHY: a module reload or a resume from suspend restarts a counter from 0; a
+    // reader must not take that fall for a wrap. After the reset the register
+    // holds exactly the energy measured since the reset (Served, steps taken out,
+    // minus what it held at the reset), while the truth keeps everything drawn.
+    // 1000 s of history (20 kJ) makes the fall certain however late the reads.
+    let m = mount(EmulatorConfig {
+        start_offset: Duration::from_secs(1000),
+        ..EmulatorConfig::default()
+    });
+    let (uj0, raw0) = (m.uj("intel-rapl:0"), m.msr(0, 0x611).unwrap());
+    let (uj1, raw1) = (m.uj("intel-rapl:0"), m.msr(0, 0x611).unwrap());
+    // Injected after those reads and dated ahead: they certainly precede it.
+    let at = m.emu.elapsed() + Duration::from_millis(30);
+    m.emu
+        .inject(Fault::new(FaultKind::Reset, 0, Domain::Package).at(at))
+        .unwrap();
+    wait_past(&m, at);
+    let (uj2, raw2) = (m.uj("intel-rapl:0"), m.msr(0, 0x611).unwrap());
+    let (uj3, raw3) = (m.uj("intel-rapl:0"), m.msr(0, 0x611).unwrap());
+
+    let steps = m.emu.steps(0, Domain::Package);
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    let step = steps[0];
+    assert_eq!(step.fault.kind, FaultKind::Reset);
+    assert_eq!(step.at, at, "a dated step takes effect at its time");
+    assert!(step.happened);
+    // It took away the 20 kJ and more the counter held.
+    assert!(step.shift_j.0 < -20_000.0, "{step:?}");
+
+    let ms = m.emu.served(Mechanism::Msr, 0, Domain::Package).unwrap();
+    let pc = m
+        .emu
+        .served(Mechanism::Powercap, 0, Domain::Package)
+        .unwrap();
+    // The register after the reset = measured energy at that read - what it held
+    // at the reset (`-shift_j`): the energy drawn since the reset.
+    assert!(
+        (esu14(raw3 as i64) - (ms.last_j.0 + step.shift_j.0)).abs() < 1e-9,
+        "{raw3} {ms:?} {step:?}"
+    );
+    // powercap's whole-nanojoule unit is 2.6 ppm short of 2^-14 J, which shows on
+    // the 20 kJ `shift_j` (given in the hardware unit).
+    assert!(
+        (uj3 as f64 / 1e6 - (pc.last_j.0 + step.shift_j.0)).abs()
+            < 1e-3 + step.shift_j.0.abs() * 3e-6,
+        "{uj3} {pc:?} {step:?}"
+    );
+    // The energy since the reset is 20 W over the time since it, to one 1 ms update
+    // step and one count (times from the emulator's own record, not from a clock).
+    let since = (ms.last_t - at).as_secs_f64();
+    assert!(
+        (esu14(raw3 as i64) - 20.0 * since).abs() <= 20.0 * 0.001 + 2.0 / 16384.0,
+        "{raw3} after {since} s"
+    );
+    // Both mechanisms saw one step between their first and last read.
+    assert_eq!((ms.steps, pc.steps), (1, 1));
+    // The counter fell: values after are far below values before.
+    assert!(raw2 < raw1 && uj2 < uj1 && raw1 >= raw0 && uj1 >= uj0);
+
+    // A reader that takes the fall for a restart (counts the new value) lands in
+    // Served's range for a correct reader; one that takes it for a wrap does not.
+    let correct =
+        esu14(signed_diff32(raw0, raw1)) + esu14(raw2 as i64) + esu14(signed_diff32(raw2, raw3));
+    let (lo, hi) = ms.correct_range();
+    assert!(
+        lo.0 - 1e-9 <= correct && correct <= hi.0 + 1e-9,
+        "{correct} not in {lo:?}..{hi:?}"
+    );
+    let as_wrap = esu14(raw3.wrapping_sub(raw0) as u32 as i64);
+    assert!(as_wrap > hi.0 + 1000.0, "{as_wrap} {hi:?}");
+
+    // The truth never sees the reset: 20 W since emulated time 0 (1000 s before
+    // the mount), bracketed by the clock read before and after it.
+    let before = m.emu.elapsed().as_secs_f64();
+    let truth = m.emu.truth(0, Domain::Package).0;
+    let after = m.emu.elapsed().as_secs_f64();
+    assert!(
+        20.0 * (1000.0 + before) - 1e-6 <= truth && truth <= 20.0 * (1000.0 + after) + 1e-6,
+        "{truth}"
+    );
+    // Other counters are untouched.
+    assert!(m.uj("intel-rapl:0:2") as f64 / 1e6 > 4.0 * 1000.0);
+}
+
+#[test]
+fn backstep_and_jump_move_the_counter_by_their_amount_and_not_the_truth() {
+    // WHY: a counter that glitches back a little or leaps implausibly forward must
+    // be told apart from a wrap and from real energy. Each step moves the register
+    // by exactly its amount at its time (on top of the energy measured between the
+    // reads, which Served reports with the step taken out), and the truth is
+    // unaffected.
+    let m = mount(EmulatorConfig::default());
+    std::thread::sleep(Duration::from_millis(50));
+    let read = |m: &Mounted| (m.uj("intel-rapl:0"), m.msr(0, 0x611).unwrap());
+    let max_uj: u64 = m
+        .zone("intel-rapl:0", "max_energy_range_uj")
+        .trim()
+        .parse()
+        .unwrap();
+
+    for (fault, shift) in [
+        ("backstep=2J:0/package", -2.0),
+        ("backstep:0/package", -0.5),
+        ("jump:0/package", 10_000.0),
+    ] {
+        m.emu.reset_served();
+        let (uj_a, raw_a) = read(&m);
+        let at = m.emu.elapsed() + Duration::from_millis(30);
+        let f: Fault = fault.parse().unwrap();
+        m.emu.inject(f.at(at)).unwrap();
+        wait_past(&m, at);
+        let (uj_b, raw_b) = read(&m);
+
+        let step = *m
+            .emu
+            .steps(0, Domain::Package)
+            .iter()
+            .find(|s| s.at == at)
+            .unwrap_or_else(|| panic!("{fault}: no step at {at:?}"));
+        assert!(step.happened);
+        // The amounts are whole counts at ESU 14: exact.
+        assert_eq!(step.shift_j.0, shift, "{fault}");
+
+        let ms = m.emu.served(Mechanism::Msr, 0, Domain::Package).unwrap();
+        let pc = m
+            .emu
+            .served(Mechanism::Powercap, 0, Domain::Package)
+            .unwrap();
+        assert_eq!((ms.reads, ms.steps), (2, 1), "{fault}");
+        // Measured energy between the reads is 20 W over their span, to one 1 ms
+        // update step and a count either end: the step is not in it.
+        let span = (ms.last_t - ms.first_t).as_secs_f64();
+        assert!(
+            (ms.energy().0 - 20.0 * span).abs() <= 20.0 * 0.001 + 2.0 / 16384.0,
+            "{fault}: {ms:?}"
+        );
+        // The register moved by that energy plus the step.
+        let moved = esu14(signed_diff32(raw_a, raw_b));
+        assert!(
+            (moved - (ms.energy().0 + shift)).abs() < 1e-9,
+            "{fault}: moved {moved} J, served {ms:?}"
+        );
+        // powercap wraps at max_energy_range_uj + 1: take the signed difference
+        // (an early backstep takes the counter below 0, i.e. to near the top).
+        let range = max_uj + 1;
+        let up = (uj_b + range - uj_a) % range;
+        let moved_uj = if up > range / 2 {
+            up as f64 / 1e6 - range as f64 / 1e6
+        } else {
+            up as f64 / 1e6
+        };
+        // powercap converts with a whole-nanojoule unit (61035 nJ for 61035.156 nJ),
+        // 2.6 ppm short: that shows on the 10 kJ jump.
+        assert!(
+            (moved_uj - (pc.energy().0 + shift)).abs() < 1e-3 + shift.abs() * 3e-6,
+            "{fault}: moved {moved_uj} J, served {pc:?}"
+        );
+        // With only two reads, a reader that drops the glitched interval loses all
+        // of it: the correct range starts at 0.
+        assert!(ms.correct_range().0 .0.abs() < 1e-9, "{ms:?}");
+    }
+    assert_eq!(m.emu.steps(0, Domain::Package).len(), 3);
+    assert!(m.emu.steps(0, Domain::Dram).is_empty());
+    // 0.5 J + 2 J back and 10 kJ forward: the register is ~9997.5 J ahead of the
+    // measured energy, while the truth is still 20 W since the mount.
+    let before = m.emu.elapsed().as_secs_f64();
+    let truth = m.emu.truth(0, Domain::Package).0;
+    let after = m.emu.elapsed().as_secs_f64();
+    assert!(20.0 * before - 1e-6 <= truth && truth <= 20.0 * after + 1e-6);
+    let raw = m.msr(0, 0x611).unwrap();
+    let measured = m.emu.served(Mechanism::Msr, 0, Domain::Package).unwrap();
+    assert!((esu14(raw as i64) - (measured.last_j.0 + 9997.5)).abs() < 1e-9);
+    // The report shows the steps with their times.
+    let report: serde_json::Value =
+        serde_json::from_str(&m.read(".quietwatt-emulator/truth.json")).unwrap();
+    let steps = report["domains"][0]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[2]["shift_j"], 10_000.0);
+    assert!(steps[2]["fault"]
+        .as_str()
+        .unwrap()
+        .starts_with("jump:0/package@"));
+
+    // A jump as large as the range would read as a wrap: refused, with the fix.
+    let small = mount(EmulatorConfig::default().with_counter_bits(16));
+    let e = small
+        .emu
+        .inject("jump=3J:0/package".parse().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("smaller amount"), "{e}");
+    // The default jump there is cut to just under half the 4 J range.
+    small.emu.inject("jump:0/package".parse().unwrap()).unwrap();
+    let cut = small.emu.steps(0, Domain::Package)[0].shift_j.0;
+    assert_eq!(cut, 32767.0 / 16384.0);
+}
+
+/// The psys zones: (directory, name) for every top-level zone named psys*.
+fn psys_zones(m: &Mounted) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(m.path("sys/devices/virtual/powercap/intel-rapl")).unwrap() {
+        let id = e.unwrap().file_name().into_string().unwrap();
+        if id == "enabled" {
+            continue;
+        }
+        let name = m.zone(&id, "name").trim().to_string();
+        if name.starts_with("psys") {
+            out.push((id, name));
+        }
+    }
+    out
+}
+
+#[test]
+fn psys_is_served_on_the_master_packages_cpus_only() {
+    // WHY: on Sapphire/Emerald Rapids only the psys master package's CPUs read
+    // MSR_PLATFORM_ENERGY_STATUS; the others read 0 (Linux "perf/x86/rapl: Fix
+    // psys-energy event on Intel SPR platform"), and the master need not be
+    // package 0. A reader that adds psys over packages must count it once (54 J,
+    // not 108 J), and one that reads psys on package 0 only gets 0 when the master
+    // is package 1. powercap shows psys once, on the master (`psys` / `psys-N`).
+    for master in [0u32, 1] {
+        let c = EmulatorConfig::intel(0x8F)
+            .with_sockets(2)
+            .with_cpus_per_socket(2)
+            .with_psys_master(master);
+        let m = mount(EmulatorConfig {
+            start_offset: Duration::from_secs(100),
+            ..c
+        });
+        let other = 1 - master;
+        let before = m.emu.truth(master, Domain::Psys).0;
+        let on_master: Vec<u64> = (0..2)
+            .map(|k| m.msr(master * 2 + k, 0x64D).unwrap())
+            .collect();
+        let after = m.emu.truth(master, Domain::Psys).0;
+        let elsewhere: Vec<u64> = (0..2)
+            .map(|k| m.msr(other * 2 + k, 0x64D).unwrap())
+            .collect();
+        assert_eq!(elsewhere, [0, 0], "master {master}");
+        // psys counts whole joules on SPR: the count is the truth rounded down, to
+        // one count and one 1 ms update step of 54 W.
+        for &raw in &on_master {
+            let j = raw as f64;
+            assert!(
+                before - 1.0 - 54.0 * 0.001 <= j && j <= after + 1e-9,
+                "master {master}: {raw} vs truth {before}..{after}"
+            );
+        }
+        assert!(before >= 54.0 * 100.0, "{before}");
+        // Summing one CPU per package counts psys once.
+        let summed = m.msr(0, 0x64D).unwrap() + m.msr(2, 0x64D).unwrap();
+        assert!(summed as f64 <= m.emu.truth(master, Domain::Psys).0 + 1e-9);
+        // psys belongs to the master: nothing on the other socket.
+        assert_eq!(m.emu.truth(other, Domain::Psys).0, 0.0);
+        assert!(m.emu.served(Mechanism::Msr, other, Domain::Psys).is_none());
+        let served = m.emu.served(Mechanism::Msr, master, Domain::Psys).unwrap();
+        assert_eq!(served.reads, 3, "the zero reads elsewhere serve nothing");
+        let e = m
+            .emu
+            .inject(Fault::new(FaultKind::Freeze, other, Domain::Psys))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("psys master, socket {master}")), "{e}");
+
+        // powercap: one psys zone, top level, named after the master.
+        let zones = psys_zones(&m);
+        let want = if master == 0 {
+            "psys".to_string()
+        } else {
+            format!("psys-{master}")
+        };
+        assert_eq!(zones.len(), 1, "{zones:?}");
+        assert_eq!(zones[0].1, want);
+        let uj = m.uj(&zones[0].0);
+        assert!(uj > 0 && uj % 1_000_000 == 0, "{uj}");
+        let pc = m
+            .emu
+            .served(Mechanism::Powercap, master, Domain::Psys)
+            .unwrap();
+        assert_eq!(pc.last_j.0, uj as f64 / 1e6);
+        assert_eq!(
+            m.read("sys/devices/power/events/energy-psys"),
+            "event=0x05\n"
+        );
+    }
+}
+
+#[test]
+fn bios_disabled_psys_reads_zero_and_stays_zero() {
+    // WHY: the BIOS can disable psys while perf still lists `energy-psys` on
+    // Sapphire/Emerald Rapids (`no_check` in intel_rapl_spr_msrs) and the MSR
+    // exists: every CPU reads 0, for good. A reader must not report psys as the
+    // platform's energy then. powercap registers no zone for a domain reading 0
+    // (`rapl_check_domain`), so there is none; the truth is what was drawn.
+    let c = EmulatorConfig::intel(0x8F)
+        .with_sockets(2)
+        .with_cpus_per_socket(2)
+        .with_psys_disabled();
+    let m = mount(EmulatorConfig {
+        start_offset: Duration::from_secs(100),
+        ..c
+    });
+    let first: Vec<u64> = (0..4).map(|cpu| m.msr(cpu, 0x64D).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(30));
+    let later: Vec<u64> = (0..4).map(|cpu| m.msr(cpu, 0x64D).unwrap()).collect();
+    assert_eq!(first, [0, 0, 0, 0]);
+    assert_eq!(later, [0, 0, 0, 0]);
+    assert!(psys_zones(&m).is_empty(), "{:?}", psys_zones(&m));
+    assert_eq!(
+        m.read("sys/devices/power/events/energy-psys"),
+        "event=0x05\n"
+    );
+    // The platform drew 54 W all along; the counter measured nothing of it.
+    assert!(m.emu.truth(0, Domain::Psys).0 >= 54.0 * 100.0);
+    let served = m.emu.served(Mechanism::Msr, 0, Domain::Psys).unwrap();
+    assert_eq!((served.energy().0, served.last_j.0), (0.0, 0.0));
+    // Packages still count.
+    assert!(m.msr(2, 0x611).unwrap() > 0);
 }
