@@ -227,3 +227,159 @@ fn the_row_whose_energy_spans_a_sigstop_reports_its_missed_deadlines() {
         power(i)
     );
 }
+
+/// A 64 KiB tmpfs, unmounted on drop (a panicking test included).
+struct SmallFs(tempfile::TempDir);
+
+impl SmallFs {
+    fn new() -> SmallFs {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "quietwatt-test-full"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(
+            st.success(),
+            "mounting a small tmpfs failed: this test needs root"
+        );
+        SmallFs(dir)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        // Before the directory itself is removed (the field drops after this).
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// Records at 2 kHz into a 64 KiB filesystem until it is full; returns quietwatt's
+/// output and the file's text.
+fn record_until_full(m: &Mounted, format: &str, json: bool) -> (std::process::Output, String) {
+    let fs = SmallFs::new();
+    let out = fs.0.path().join(format!("energy.{format}"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quietwatt"));
+    cmd.arg("--root").arg(m.root()).args([
+        "record",
+        "-m",
+        "powercap",
+        "--freq",
+        "2000",
+        "--duration",
+        "120",
+        "--format",
+        format,
+        "-o",
+    ]);
+    cmd.arg(&out);
+    if json {
+        cmd.arg("--json");
+    }
+    let o = cmd.output().expect("run quietwatt record");
+    let text = std::fs::read_to_string(&out).expect("the output file");
+    // The disk did fill: the file holds most of it.
+    assert!(
+        text.len() > 32 * 1024,
+        "{} bytes: {}",
+        text.len(),
+        stderr(&o)
+    );
+    (o, text)
+}
+
+/// Checks the error of a recording ended by a full disk, names the file and the fix.
+fn assert_full_disk_error(message: &str, file: &str) {
+    for part in ["disk is full", file, "Free space", "-o"] {
+        assert!(message.contains(part), "no {part:?} in: {message}");
+    }
+}
+
+/// The number in "N samples written" of the text summary.
+fn summary_samples(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("samples written"))
+        .unwrap_or_else(|| panic!("no sample count in: {stderr}"));
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn after_a_full_disk_the_summary_counts_the_whole_samples_the_csv_holds() {
+    let m = mount(EmulatorConfig::default());
+    let (o, text) = record_until_full(&m, "csv", false);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(74), "{err}");
+    assert_full_disk_error(&err, "energy.csv");
+    let (channels, rows) = parse(&text);
+    let samples = samples(channels, &rows);
+    assert!(!samples.is_empty());
+    assert_eq!(
+        summary_samples(&err),
+        samples.len() as u64,
+        "the summary's count against the file's: {err}"
+    );
+    // The overhead line counts the same samples as written.
+    assert!(
+        err.contains(&format!("({} written)", samples.len())),
+        "{err}"
+    );
+}
+
+#[test]
+fn after_a_full_disk_the_json_summary_counts_the_whole_samples_the_file_holds() {
+    let m = mount(EmulatorConfig::default());
+    for format in ["csv", "jsonl"] {
+        let (o, text) = record_until_full(&m, format, true);
+        assert_eq!(o.status.code(), Some(74), "{}", stderr(&o));
+        let name = format!("energy.{format}");
+        assert_full_disk_error(&stderr(&o), &name);
+        let summary: serde_json::Value =
+            serde_json::from_str(stdout(&o).trim()).expect("one JSON summary on stdout");
+        assert_full_disk_error(summary["error"].as_str().expect("an error"), &name);
+        let (channels, rows) = if format == "csv" {
+            parse(&text)
+        } else {
+            parse_jsonl(&text)
+        };
+        let held = samples(channels, &rows).len() as u64;
+        assert!(held > 0);
+        assert_eq!(
+            summary["samples"].as_u64(),
+            Some(held),
+            "{format}: {summary}"
+        );
+        assert_eq!(
+            summary["overhead"]["written"].as_u64(),
+            Some(held),
+            "{format}: {summary}"
+        );
+    }
+}
+
+/// The channels and rows of a JSON Lines recording; panics unless every line is
+/// a whole JSON object (the first the metadata).
+fn parse_jsonl(text: &str) -> (usize, Vec<Row>) {
+    assert!(text.ends_with('\n'), "the file ends mid-line");
+    let mut lines = text.lines();
+    let meta: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let channels = meta["metadata"]["channels"]
+        .as_array()
+        .expect("the channels in the metadata")
+        .len();
+    let rows = lines
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}"));
+            let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("no {k}: {l}"));
+            Row {
+                t_ns: n("timestamp_ns"),
+                domain: format!("{}/{}", n("socket"), v["domain"]),
+                energy_j: v["energy_j"].as_f64().expect("energy_j"),
+                missed: n("missed"),
+                merged: n("merged"),
+            }
+        })
+        .collect();
+    (channels, rows)
+}

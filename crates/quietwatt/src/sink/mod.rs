@@ -12,7 +12,7 @@ pub mod file;
 pub mod jsonl;
 
 pub use self::csv::CsvSink;
-pub use self::file::OutputFile;
+pub use self::file::{OutputFile, RecordOutput};
 pub use self::jsonl::JsonlSink;
 
 use crate::cpuinfo::CpuInfo;
@@ -22,7 +22,7 @@ use crate::sampler::Rate;
 use crate::source::Channel;
 use crate::units::Joules;
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::str::FromStr;
 
 /// The clock of the timestamps and one reading of the wall clock against it.
@@ -151,6 +151,12 @@ pub trait Sink: Send {
     fn finish(&mut self) -> io::Result<()> {
         self.flush()
     }
+    /// Samples the output holds whole (every row of each), after a failed write
+    /// too: what a summary may call written. `None` when the sink cannot tell; the
+    /// samples handed to it are counted instead.
+    fn kept(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Discards samples: for measurements whose result is only the summary.
@@ -189,7 +195,7 @@ impl Format {
     }
 
     /// A sink of this format writing to `out`.
-    pub fn sink<W: Write + Send + 'static>(self, out: W) -> Box<dyn Sink> {
+    pub fn sink<W: RecordOutput + Send + 'static>(self, out: W) -> Box<dyn Sink> {
         match self {
             Format::Csv => Box::new(CsvSink::new(out)),
             Format::Jsonl => Box::new(JsonlSink::new(out)),
@@ -220,5 +226,5 @@ impl FromStr for Format {
 }
 
 /// Text sinks accumulate rows and hand the output whole batches of this size: few
-/// `write` calls, and a failed write never splits a row (see [`OutputFile`]).
+/// `write` calls, and a failed write never splits a sample (see [`OutputFile`]).
 pub(crate) const BATCH_BYTES: usize = 64 * 1024;
