@@ -61,7 +61,7 @@ pub struct Metadata {
 /// What the columns of every format mean.
 pub const COLUMNS: &str = "timestamp_ns: CLOCK_MONOTONIC ns of the read; energy_j: joules since the previous row of that domain \
 (a row after a gap covers the gap); power_w: energy_j over that interval; missed: sampling deadlines that passed without a read \
-just before this row; merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force";
+since the previous row (this row's interval and energy span them); merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force";
 
 impl Metadata {
     /// The fields every recording carries: tool version, host, kernel, CPU model (from
@@ -117,7 +117,7 @@ pub struct Sample<'a> {
     pub t_ns: u64,
     /// Nanoseconds since the previous sample's read (gaps included).
     pub interval_ns: u64,
-    /// Deadlines missed just before this sample.
+    /// Deadlines missed since the previous sample (this one's interval spans them).
     pub missed: u32,
     /// Reads merged into this sample because the ring was full.
     pub merged: u32,
