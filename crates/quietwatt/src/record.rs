@@ -84,7 +84,9 @@ impl EngineConfig {
 /// How a recording went.
 #[derive(Debug)]
 pub struct Recording {
-    /// Samples handed to the sink (the priming read is not one).
+    /// Samples the output holds, each whole (one row per domain); the priming read
+    /// is not one. After a failed write (a full disk) the samples that did not fit
+    /// are not counted.
     pub samples: u64,
     /// Deadlines that passed before the sampler could read (their energy is in the
     /// next sample).
@@ -162,6 +164,7 @@ pub(crate) struct EngineRun {
     pub writer_usage: crate::overhead::ThreadUsage,
     /// The calling thread's, while it waited for the end.
     pub waiter_usage: crate::overhead::ThreadUsage,
+    /// Samples written: those the output holds whole ([`crate::sink::Sink::kept`]).
     pub written: u64,
     pub read_error: Option<Error>,
     pub write_error: Option<io::Error>,
@@ -270,7 +273,7 @@ pub(crate) fn drive<T>(
                 counts: so.counts,
                 writer_usage: wo.usage,
                 waiter_usage,
-                written: wo.written,
+                written: wo.kept,
                 read_error: so.error,
                 write_error: wo.error,
                 warnings,

@@ -39,7 +39,8 @@ pub struct Record {
     pub t_ns: u64,
     /// Nanoseconds since the previous record's read: a gap makes it longer.
     pub interval_ns: u64,
-    /// Deadlines missed just before this read.
+    /// Deadlines missed between the previous record's read and this one's: the
+    /// interval (and the energy) of this record spans them.
     pub missed: u32,
     /// Reads folded into this record because the ring was full.
     pub merged: u32,
@@ -550,16 +551,23 @@ impl Sampler<'_, '_> {
         loop {
             let wake = self.pacer.wait();
             let stopping = self.control.stopping();
-            // A stop wakes the timer early: that wake-up is neither late nor a miss.
-            let missed = if stopping { 0 } else { wake.missed };
             if !stopping {
-                self.counts.missed += missed;
                 self.counts.lateness.record(wake.late_ns);
             }
             let (t, deltas) = match self.meter.sample() {
                 Ok(x) => x,
                 Err(e) => return Some(e),
             };
+            // A stop wakes the timer early: that wake-up is neither late nor a miss.
+            // Otherwise the misses are those before the wake-up and those that passed
+            // while this thread was held between the wake-up and the read (a SIGSTOP):
+            // this sample's energy and timestamp span both, so it reports both.
+            let missed = if stopping {
+                0
+            } else {
+                wake.missed + self.pacer.overdue(t)
+            };
+            self.counts.missed += missed;
             let head = header(t, t - prev_t, missed, 0, self.freq.hz());
             push(
                 &mut self.ring,

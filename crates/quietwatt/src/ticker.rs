@@ -222,6 +222,11 @@ pub struct Pacer<'t> {
     period_ns: u64,
     /// The deadline the next expiration serves (timerfd) or the requested wake time (sleep).
     next_ns: u64,
+    /// Deadlines from `next_ns` on already reported missed by [`Pacer::overdue`]:
+    /// the next wait's expirations include them and must not report them again.
+    reported: u64,
+    /// The read time last given to [`Pacer::overdue`] since the last wait.
+    read_ns: Option<u64>,
 }
 
 impl<'t> Pacer<'t> {
@@ -237,6 +242,8 @@ impl<'t> Pacer<'t> {
             timer,
             period_ns,
             next_ns,
+            reported: 0,
+            read_ns: None,
         })
     }
 
@@ -250,8 +257,11 @@ impl<'t> Pacer<'t> {
                 // The latest deadline that fired is the one this wake-up serves.
                 let served = self.next_ns + (expirations - 1) * self.period_ns;
                 self.next_ns = served + self.period_ns;
+                let missed = (expirations - 1).saturating_sub(self.reported);
+                self.reported = 0;
+                self.read_ns = None;
                 Wake {
-                    missed: expirations - 1,
+                    missed,
                     late_ns: now.saturating_sub(served),
                 }
             }
@@ -268,12 +278,37 @@ impl<'t> Pacer<'t> {
         }
     }
 
+    /// Deadlines missed between the last wake-up and a read taken at `t_ns`, not
+    /// yet reported: all that passed by `t_ns` but the latest, which the next wait
+    /// serves at once (late). The read at `t_ns` covers them, so its sample must say
+    /// so; without this a thread held up between its wake-up and its read (a
+    /// SIGSTOP, a preemption) would have the *next* sample report the gap. The next
+    /// [`Pacer::wait`] leaves these out of its count, so none is counted twice.
+    /// Pure arithmetic: no system call. Always 0 for relative sleeps.
+    pub fn overdue(&mut self, t_ns: u64) -> u64 {
+        self.read_ns = Some(t_ns);
+        if self.timer.is_none() || t_ns < self.next_ns {
+            return 0;
+        }
+        let passed = (t_ns - self.next_ns) / self.period_ns + 1;
+        let new = (passed - 1).saturating_sub(self.reported);
+        self.reported += new;
+        new
+    }
+
     /// Changes the rate: the next deadline is one new period after the last one served.
     pub fn set_rate(&mut self, freq: Hertz) -> io::Result<()> {
         let period = period_ns(freq);
         let last = self.next_ns - self.period_ns;
         self.period_ns = period;
         self.next_ns = last + period;
+        // Re-arming discards the expirations not yet read, those reported included;
+        // the new schedule's deadlines that the last read already covered were
+        // reported under the old rate (or were not due under it).
+        self.reported = 0;
+        if let Some(t) = self.read_ns {
+            self.overdue(t);
+        }
         if let Some(t) = self.timer {
             t.arm(self.next_ns, period)?;
         }
@@ -319,6 +354,34 @@ mod tests {
             p.wait();
         });
         assert!(monotonic_ns() - t0 < 5_000_000_000);
+    }
+
+    #[test]
+    fn deadlines_missed_before_a_held_read_are_reported_once_with_that_read() {
+        let timer = TimerFd::new().unwrap();
+        let mut p =
+            Pacer::start(Some(&timer), monotonic_ns(), Hertz::new(1000.0).unwrap()).unwrap();
+        p.wait();
+        // Held for 5.5 periods (or more) between the wake-up and the read, as by a
+        // SIGSTOP: at least 5 deadlines passed; the latest is served by the next
+        // wake-up, which comes at once, so the read reports the others.
+        std::thread::sleep(Duration::from_micros(5500));
+        let t = monotonic_ns();
+        let late = p.overdue(t);
+        assert!(late >= 4, "{late}");
+        assert_eq!(p.overdue(t), 0, "reported twice");
+        // The next wake-up reports only what passed after the read.
+        let w = p.wait();
+        let after = (monotonic_ns() - t) / 1_000_000;
+        assert!(
+            w.missed <= after + 1,
+            "{w:?} {after} periods after the read"
+        );
+        // Relative sleeps have no deadlines to miss.
+        let mut r = Pacer::start(None, monotonic_ns(), Hertz::new(1000.0).unwrap()).unwrap();
+        r.wait();
+        std::thread::sleep(Duration::from_micros(5500));
+        assert_eq!(r.overdue(monotonic_ns()), 0);
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! VM a wake-up costs as much as a sample, and at an idle machine's low rate each
 //! wake-up counts. Data only arrives at ticks, so there is never anything to
 //! flush between them. When the sink fails it stops the sampler: a recording that
-//! cannot be written ends at once, with the error, and the file keeps what was
-//! written before.
+//! cannot be written ends at once, with the error, and the file keeps the whole
+//! samples written before (the sink says how many, for the summary).
 
 use crate::overhead::ThreadUsage;
 use crate::sampler::{Control, Record, HEADER_WORDS};
@@ -24,7 +24,9 @@ const BACKSTOP: Duration = Duration::from_secs(2);
 /// What the writer thread returns.
 pub(crate) struct WriterOutcome {
     pub usage: ThreadUsage,
-    pub written: u64,
+    /// Samples the output holds whole: fewer than were handed to the sink when a
+    /// write failed (a full disk) with a batch of them in flight.
+    pub kept: u64,
     pub error: Option<io::Error>,
 }
 
@@ -68,7 +70,7 @@ pub(crate) fn run(
     drop(ring);
     WriterOutcome {
         usage: ThreadUsage::current().since(start),
-        written,
+        kept: sink.kept().unwrap_or(written),
         error,
     }
 }

@@ -406,6 +406,15 @@ fn a_disk_that_fills_up_stops_the_recording_and_leaves_whole_rows() {
     assert!(text.len() < 200_000 && text.ends_with('\n'));
     let rows = csv_rows(&text);
     assert!(!rows.is_empty());
+    // Whole samples only (one row per channel), and the summary counts exactly
+    // those: not the samples that were handed over but did not fit.
+    let mut per_sample = std::collections::BTreeMap::<&str, usize>::new();
+    for r in &rows {
+        *per_sample.entry(r[0].as_str()).or_default() += 1;
+    }
+    assert!(per_sample.values().all(|&n| n == 2), "{per_sample:?}");
+    assert_eq!(rec.samples, per_sample.len() as u64);
+    assert_eq!(rec.overhead.written, rec.samples);
     // The summary still has all the energy: it comes from the counters.
     assert!(rec.report.domains[0].energy_j.0 > 0.0);
 }

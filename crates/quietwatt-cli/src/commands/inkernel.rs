@@ -6,7 +6,7 @@
 use super::events::RecordEventsArgs;
 use super::{rate_words, SamplerArgs};
 use crate::emulated::Environment;
-use crate::exit::{Failure, MEASUREMENT, OUTPUT};
+use crate::exit::{Failure, MEASUREMENT};
 use crate::signals::{install, STOP};
 use quietwatt::inkernel::{self, InKernelConfig, KernelSampler, Storage, DEFAULT_DRAIN_HZ};
 use quietwatt::sink::OutputFile;
@@ -200,14 +200,7 @@ pub fn record(
     }
     match &rec.error {
         None => events.error().map_or(Ok(ExitCode::SUCCESS), Err),
-        Some(e @ quietwatt::Error::Output { .. }) => Err(Failure::new(OUTPUT, e.to_string())),
-        Some(e) => Err(Failure::new(
-            MEASUREMENT,
-            format!(
-                "recording stopped early: {e}; the {} samples before it are in the file",
-                rec.samples
-            ),
-        )),
+        Some(e) => Err(super::record::failure(e, rec.samples)),
     }
 }
 

@@ -147,17 +147,53 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         eprintln!("{}", rec.overhead);
         events.print();
     }
-    match rec.error {
+    match &rec.error {
         None => events.error().map_or(Ok(ExitCode::SUCCESS), Err),
-        Some(e @ quietwatt::Error::Output { .. }) => Err(Failure::new(OUTPUT, e.to_string())),
-        Some(e) => Err(Failure::new(
-            MEASUREMENT,
-            format!(
-                "recording stopped early: {e}; the {} samples before it are in the file",
-                rec.samples
-            ),
-        )),
+        Some(e) => Err(failure(e, rec.samples)),
     }
+}
+
+/// Why a recording stopped early, what the file holds, and what to do: for every
+/// mechanism, on stderr and in the `--json` summary alike.
+pub(super) fn stopped_early(e: &quietwatt::Error, samples: u64) -> String {
+    match e {
+        quietwatt::Error::Output { path, source } => {
+            let holds = format!(
+                "{} holds the {samples} samples recorded before it, each complete",
+                path.display()
+            );
+            if disk_full(source) {
+                format!(
+                    "writing {} failed: the disk is full ({source}); {holds} (whatever the \
+                     full disk cut short was removed). Free space on that filesystem, or \
+                     record to one with room (-o)",
+                    path.display()
+                )
+            } else {
+                format!("writing {} failed: {source}; {holds}", path.display())
+            }
+        }
+        e => {
+            format!("recording stopped early: {e}; the {samples} samples before it are in the file")
+        }
+    }
+}
+
+/// The exit of a recording that stopped early ([`stopped_early`]).
+pub(super) fn failure(e: &quietwatt::Error, samples: u64) -> Failure {
+    let code = match e {
+        quietwatt::Error::Output { .. } => OUTPUT,
+        _ => MEASUREMENT,
+    };
+    Failure::new(code, stopped_early(e, samples))
+}
+
+/// No room left: the disk (ENOSPC) or the user's quota (EDQUOT).
+fn disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// The `--json` summary of a recording, as `record` prints it for every mechanism
@@ -178,7 +214,7 @@ pub(super) fn summary_json(
     v["overhead"] = serde_json::to_value(&rec.overhead).unwrap_or_default();
     append_warnings(&mut v, &rec.warnings);
     if let Some(e) = &rec.error {
-        v["error"] = e.to_string().into();
+        v["error"] = stopped_early(e, rec.samples).into();
     }
     v
 }

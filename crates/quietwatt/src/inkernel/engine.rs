@@ -230,13 +230,13 @@ pub fn record(
     let overhead = Overhead::new(
         &run.outcome.counts,
         run.outcome.sink_usage,
-        run.outcome.written,
+        run.outcome.kept,
     );
     let mut warnings = run.warnings;
     warnings.extend(run.outcome.figures.warnings());
     Ok(InKernelRecording {
         recording: Recording {
-            samples: run.outcome.written,
+            samples: run.outcome.kept,
             missed_deadlines: run.outcome.counts.missed,
             report: meter.report(),
             overhead,
@@ -292,7 +292,7 @@ pub fn measure(
     let overhead = Overhead::new(
         &run.outcome.counts,
         run.outcome.sink_usage,
-        run.outcome.written,
+        run.outcome.kept,
     );
     let mut warnings = run.warnings;
     warnings.extend(run.outcome.figures.warnings());
@@ -391,7 +391,9 @@ struct Run {
 struct Outcome {
     counts: SamplerCounts,
     sink_usage: ThreadUsage,
-    written: u64,
+    /// Samples the output holds whole ([`Sink::kept`]): after a failed write,
+    /// fewer than were handed to the sink.
+    kept: u64,
     read_error: Option<Error>,
     write_error: Option<io::Error>,
     figures: KernelFigures,
@@ -880,7 +882,7 @@ fn drain_thread(
     Ok(Outcome {
         counts,
         sink_usage: writer.usage,
-        written: writer.written,
+        kept: writer.sink.kept().unwrap_or(writer.written),
         read_error: folder.error.or(sample_error),
         write_error: writer.error,
         figures,

@@ -5,7 +5,7 @@
 //! The first five columns are the stable core; the last three say whether a gap
 //! precedes the row and at what rate it was sampled.
 
-use super::{Metadata, Sample, Sink, BATCH_BYTES};
+use super::{Metadata, RecordOutput, Sample, Sink, BATCH_BYTES};
 use crate::source::Channel;
 use std::io::{self, Write};
 
@@ -21,31 +21,49 @@ pub const HEADER: &str = "timestamp_ns,socket,domain,energy_j,power_w,missed,mer
 pub struct CsvSink<W: Write> {
     out: W,
     buf: Vec<u8>,
+    /// Where each sample in `buf` ends: a failed write keeps whole samples only.
+    ends: Vec<usize>,
+    /// Samples the output holds whole.
+    kept: u64,
     /// `,socket,domain,` of each channel, ready to copy.
     labels: Vec<Vec<u8>>,
     /// The last `freq_hz` seen and its text (the rate changes rarely).
     freq: (u64, Vec<u8>),
 }
 
-impl<W: Write> CsvSink<W> {
+impl<W: RecordOutput> CsvSink<W> {
     /// A CSV sink writing to `out`.
     pub fn new(out: W) -> Self {
         CsvSink {
             out,
             buf: Vec::with_capacity(BATCH_BYTES + 4096),
+            // A batch of one-domain samples (the shortest) fits without growing.
+            ends: Vec::with_capacity(BATCH_BYTES / 32),
+            kept: 0,
             labels: Vec::new(),
             freq: (u64::MAX, Vec::new()),
         }
     }
 
     fn commit(&mut self) -> io::Result<()> {
-        let r = self.out.write_all(&self.buf);
+        let r = if self.ends.is_empty() {
+            // The metadata and header: lines, no sample.
+            self.out.write_all(&self.buf)
+        } else {
+            let (kept, r) = match self.out.write_records(&self.buf, &self.ends) {
+                Ok(()) => (self.ends.len(), Ok(())),
+                Err((kept, e)) => (kept, Err(e)),
+            };
+            self.kept += kept as u64;
+            r
+        };
         self.buf.clear();
+        self.ends.clear();
         r
     }
 }
 
-impl<W: Write + Send> Sink for CsvSink<W> {
+impl<W: RecordOutput + Send> Sink for CsvSink<W> {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
         for (k, v) in &meta.fields {
             writeln!(self.buf, "# {k}: {v}")?;
@@ -87,6 +105,7 @@ impl<W: Write + Send> Sink for CsvSink<W> {
             b.extend_from_slice(&self.freq.1);
             b.push(b'\n');
         }
+        self.ends.push(self.buf.len());
         if self.buf.len() >= BATCH_BYTES {
             self.commit()?;
         }
@@ -96,6 +115,10 @@ impl<W: Write + Send> Sink for CsvSink<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.commit()?;
         self.out.flush()
+    }
+
+    fn kept(&self) -> Option<u64> {
+        Some(self.kept)
     }
 }
 

@@ -1,9 +1,12 @@
-//! An output file that only ever grows by whole batches.
+//! An output file that only ever grows by whole rows, or whole samples.
 //!
 //! On a full disk `write` can accept part of a batch and then fail: the file would
 //! end in half a row. [`OutputFile`] remembers where the last complete batch ended
-//! and cuts the file back there when a write fails, so that whatever a failed
-//! recording leaves behind still parses.
+//! and, when a write fails, cuts the file back to the last whole line of the batch
+//! that landed ([`Write::write_all`]) or the last whole record
+//! ([`RecordOutput::write_records`]: a sample is one row per domain), so that
+//! whatever a failed recording leaves behind still parses, and a summary can
+//! count exactly the samples it holds.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
@@ -22,9 +25,27 @@ impl Truncate for File {
     }
 }
 
+/// In memory (tests, a buffer handed on later): never short of room.
+impl Truncate for Vec<u8> {
+    fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        self.truncate(len as usize);
+        Ok(())
+    }
+}
+
+/// An output taking batches of records (a record: a sample's rows) that keeps
+/// only whole records when a write fails part-way.
+pub trait RecordOutput: Write {
+    /// Appends `buf`, made of records that end at the ascending offsets `ends` (the
+    /// last is `buf.len()`). On failure the output keeps the records that landed
+    /// whole, cuts what landed of the next, and returns how many it kept with the
+    /// error.
+    fn write_records(&mut self, buf: &[u8], ends: &[usize]) -> Result<(), (usize, io::Error)>;
+}
+
 /// A [`Write`] whose `write_all` either appends the whole buffer or, on failure,
-/// leaves the output as it was before the call (when it can be truncated: a regular
-/// file can, `/dev/full` or a pipe cannot and need not).
+/// keeps the whole lines of it that landed and cuts the rest (when it can be
+/// truncated: a regular file can, `/dev/full` or a pipe cannot).
 #[derive(Debug)]
 pub struct OutputFile<F: Truncate = File> {
     out: F,
@@ -56,20 +77,41 @@ impl<F: Truncate> OutputFile<F> {
 }
 
 impl<F: Truncate> OutputFile<F> {
-    /// After a failed write of `buf` of which `done` bytes landed: keeps the whole
-    /// lines (rows) that landed, so a full disk loses only the rows that did not fit,
-    /// and cuts the partial one.
-    fn keep_whole_lines(&mut self, buf: &[u8], done: usize, e: io::Error) -> io::Result<()> {
-        let whole = buf[..done]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
+    /// Writes `buf` whole; on failure returns how many of its bytes landed.
+    fn put(&mut self, buf: &[u8]) -> Result<(), (usize, io::Error)> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.out.write(&buf[done..]) {
+                Ok(0) => return Err((done, io::ErrorKind::WriteZero.into())),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err((done, e)),
+            }
+        }
+        self.committed += buf.len() as u64;
+        Ok(())
+    }
+
+    /// After a failed write: keeps the first `keep` bytes of the batch and cuts
+    /// whatever landed beyond them.
+    fn keep(&mut self, keep: usize) {
         // Best effort: a device or a pipe cannot be truncated, and has nothing
         // half-written to undo that a reader could see as a file.
-        if self.out.truncate_to(self.committed + whole as u64).is_ok() {
-            self.committed += whole as u64;
+        if self.out.truncate_to(self.committed + keep as u64).is_ok() {
+            self.committed += keep as u64;
         }
-        Err(e)
+    }
+}
+
+impl<F: Truncate> RecordOutput for OutputFile<F> {
+    fn write_records(&mut self, buf: &[u8], ends: &[usize]) -> Result<(), (usize, io::Error)> {
+        self.put(buf).map_err(|(done, e)| {
+            // So a full disk loses only the samples that did not fit, never part
+            // of one: a reader grouping rows by timestamp sees whole samples.
+            let kept = ends.partition_point(|&end| end <= done);
+            self.keep(if kept == 0 { 0 } else { ends[kept - 1] });
+            (kept, e)
+        })
     }
 }
 
@@ -80,17 +122,16 @@ impl<F: Truncate> Write for OutputFile<F> {
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self.out.write(&buf[done..]) {
-                Ok(0) => return self.keep_whole_lines(buf, done, io::ErrorKind::WriteZero.into()),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.keep_whole_lines(buf, done, e),
-            }
-        }
-        self.committed += buf.len() as u64;
-        Ok(())
+        self.put(buf).map_err(|(done, e)| {
+            // The whole lines (rows) that landed stay: a full disk loses only the
+            // rows that did not fit.
+            let whole = buf[..done]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
+            self.keep(whole);
+            e
+        })
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -141,6 +182,33 @@ mod tests {
         assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
         assert_eq!(f.get_ref().data, b"header\nrow 1\nrow 2\n");
         assert_eq!(f.committed(), 19);
+    }
+
+    #[test]
+    fn a_failed_batch_of_samples_keeps_the_whole_samples_that_fit() {
+        let mut f = OutputFile::new(TinyDisk {
+            data: Vec::new(),
+            room: 27,
+        });
+        f.write_all(b"header\n").unwrap();
+        // Two rows a sample; 20 bytes of room: sample 1 fits, sample 2 only one row.
+        let batch = b"1 pkg\n1 dram\n2 pkg\n2 dram\n";
+        let (kept, err) = f.write_records(batch, &[13, 26]).unwrap_err();
+        assert_eq!((kept, err.raw_os_error()), (1, Some(libc::ENOSPC)));
+        assert_eq!(f.get_ref().data, b"header\n1 pkg\n1 dram\n");
+        assert_eq!(f.committed(), 20);
+        // Not even one sample fits: the file stays as it was.
+        let mut g = OutputFile::new(TinyDisk {
+            data: Vec::new(),
+            room: 16,
+        });
+        g.write_all(b"header\n").unwrap();
+        assert_eq!(g.write_records(batch, &[13, 26]).unwrap_err().0, 0);
+        assert_eq!(g.get_ref().data, b"header\n");
+        // On time, every sample lands.
+        let mut h = OutputFile::new(Vec::new());
+        h.write_records(batch, &[13, 26]).unwrap();
+        assert_eq!(h.committed(), 26);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! pandas: `pd.read_json(f, lines=True).iloc[1:]`, or read line by line and skip the
 //! line that has a `metadata` key.
 
-use super::{Metadata, Sample, Sink, BATCH_BYTES};
+use super::{Metadata, RecordOutput, Sample, Sink, BATCH_BYTES};
 use crate::source::Channel;
 use std::io::{self, Write};
 
@@ -12,22 +12,40 @@ use std::io::{self, Write};
 pub struct JsonlSink<W: Write> {
     out: W,
     buf: Vec<u8>,
+    /// Where each sample in `buf` ends: a failed write keeps whole samples only.
+    ends: Vec<usize>,
+    /// Samples the output holds whole.
+    kept: u64,
     labels: Vec<(u32, &'static str)>,
 }
 
-impl<W: Write> JsonlSink<W> {
+impl<W: RecordOutput> JsonlSink<W> {
     /// A JSON Lines sink writing to `out`.
     pub fn new(out: W) -> Self {
         JsonlSink {
             out,
             buf: Vec::with_capacity(BATCH_BYTES + 4096),
+            // A batch of one-domain samples (the shortest) fits without growing.
+            ends: Vec::with_capacity(BATCH_BYTES / 32),
+            kept: 0,
             labels: Vec::new(),
         }
     }
 
     fn commit(&mut self) -> io::Result<()> {
-        let r = self.out.write_all(&self.buf);
+        let r = if self.ends.is_empty() {
+            // The metadata and header: lines, no sample.
+            self.out.write_all(&self.buf)
+        } else {
+            let (kept, r) = match self.out.write_records(&self.buf, &self.ends) {
+                Ok(()) => (self.ends.len(), Ok(())),
+                Err((kept, e)) => (kept, Err(e)),
+            };
+            self.kept += kept as u64;
+            r
+        };
         self.buf.clear();
+        self.ends.clear();
         r
     }
 }
@@ -65,7 +83,7 @@ pub fn metadata_json(meta: &Metadata, channels: &[Channel]) -> serde_json::Value
     serde_json::json!({ "metadata": m })
 }
 
-impl<W: Write + Send> Sink for JsonlSink<W> {
+impl<W: RecordOutput + Send> Sink for JsonlSink<W> {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
         serde_json::to_writer(&mut self.buf, &metadata_json(meta, channels))?;
         self.buf.push(b'\n');
@@ -91,6 +109,7 @@ impl<W: Write + Send> Sink for JsonlSink<W> {
                 s.freq_hz
             )?;
         }
+        self.ends.push(self.buf.len());
         if self.buf.len() >= BATCH_BYTES {
             self.commit()?;
         }
@@ -100,5 +119,9 @@ impl<W: Write + Send> Sink for JsonlSink<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.commit()?;
         self.out.flush()
+    }
+
+    fn kept(&self) -> Option<u64> {
+        Some(self.kept)
     }
 }

@@ -12,7 +12,7 @@ pub mod file;
 pub mod jsonl;
 
 pub use self::csv::CsvSink;
-pub use self::file::OutputFile;
+pub use self::file::{OutputFile, RecordOutput};
 pub use self::jsonl::JsonlSink;
 
 use crate::cpuinfo::CpuInfo;
@@ -22,7 +22,7 @@ use crate::sampler::Rate;
 use crate::source::Channel;
 use crate::units::Joules;
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::str::FromStr;
 
 /// The clock of the timestamps and one reading of the wall clock against it.
@@ -61,7 +61,7 @@ pub struct Metadata {
 /// What the columns of every format mean.
 pub const COLUMNS: &str = "timestamp_ns: CLOCK_MONOTONIC ns of the read; energy_j: joules since the previous row of that domain \
 (a row after a gap covers the gap); power_w: energy_j over that interval; missed: sampling deadlines that passed without a read \
-just before this row; merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force";
+since the previous row (this row's interval and energy span them); merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force";
 
 impl Metadata {
     /// The fields every recording carries: tool version, host, kernel, CPU model (from
@@ -117,7 +117,7 @@ pub struct Sample<'a> {
     pub t_ns: u64,
     /// Nanoseconds since the previous sample's read (gaps included).
     pub interval_ns: u64,
-    /// Deadlines missed just before this sample.
+    /// Deadlines missed since the previous sample (this one's interval spans them).
     pub missed: u32,
     /// Reads merged into this sample because the ring was full.
     pub merged: u32,
@@ -150,6 +150,12 @@ pub trait Sink: Send {
     /// The end: flushes and completes the output.
     fn finish(&mut self) -> io::Result<()> {
         self.flush()
+    }
+    /// Samples the output holds whole (every row of each), after a failed write
+    /// too: what a summary may call written. `None` when the sink cannot tell; the
+    /// samples handed to it are counted instead.
+    fn kept(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -189,7 +195,7 @@ impl Format {
     }
 
     /// A sink of this format writing to `out`.
-    pub fn sink<W: Write + Send + 'static>(self, out: W) -> Box<dyn Sink> {
+    pub fn sink<W: RecordOutput + Send + 'static>(self, out: W) -> Box<dyn Sink> {
         match self {
             Format::Csv => Box::new(CsvSink::new(out)),
             Format::Jsonl => Box::new(JsonlSink::new(out)),
@@ -220,5 +226,5 @@ impl FromStr for Format {
 }
 
 /// Text sinks accumulate rows and hand the output whole batches of this size: few
-/// `write` calls, and a failed write never splits a row (see [`OutputFile`]).
+/// `write` calls, and a failed write never splits a sample (see [`OutputFile`]).
 pub(crate) const BATCH_BYTES: usize = 64 * 1024;
