@@ -48,11 +48,11 @@ fn cpu_times() -> (u64, u64) {
 fn package_rows(text: &str) -> Vec<(u64, f64, f64)> {
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     let header = lines.next().expect("a header");
-    assert!(header.ends_with(",freq_hz"), "{header}");
+    assert!(header.ends_with(",freq_hz,counter"), "{header}");
     lines
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(f.len(), 8, "malformed row {l:?}");
+            assert_eq!(f.len(), 9, "malformed row {l:?}");
             (f, l)
         })
         .filter(|(f, _)| f[1] == "0" && f[2] == "package")

@@ -69,7 +69,10 @@ fn check_step(kind: FaultKind, mech: Served) {
         ],
     );
     let served = m.served_record(mech, 0, Domain::Package);
-    assert_eq!(served.steps, 1, "the step fell between two reads: {served:?}");
+    assert_eq!(
+        served.steps, 1,
+        "the step fell between two reads: {served:?}"
+    );
     let (lo, hi) = served.correct_range();
     let pkg = domain(&v, 0, "package");
     let got = f(&pkg["energy_j"]);
@@ -162,11 +165,20 @@ fn a_recording_marks_the_row_of_a_reset() {
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("restarted from 0"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("restarted from 0"),
+        "{}",
+        stderr(&out)
+    );
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |n: &str| header.iter().position(|h| *h == n).unwrap_or_else(|| panic!("no {n} in {header:?}"));
+    let col = |n: &str| {
+        header
+            .iter()
+            .position(|h| *h == n)
+            .unwrap_or_else(|| panic!("no {n} in {header:?}"))
+    };
     let (dom, ev, e) = (col("domain"), col("counter"), col("energy_j"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let marked: Vec<&Vec<&str>> = rows.iter().filter(|r| !r[ev].is_empty()).collect();
@@ -184,12 +196,13 @@ fn a_recording_marks_the_row_of_a_reset() {
 /// not a channel at all.
 #[test]
 fn psys_on_the_master_package_only_is_counted_once_and_found_on_socket_1() {
-    let c = running_for_a_while(EmulatorConfig::intel(0x8F).with_sockets(2))
-        .with_psys_master(1);
+    let c = running_for_a_while(EmulatorConfig::intel(0x8F).with_sockets(2)).with_psys_master(1);
     let m = mount(c);
     let out = quietwatt(
         m.root(),
-        &["run", "--json", "-m", "msr", "--freq", "50", "--", "sleep", "1"],
+        &[
+            "run", "--json", "-m", "msr", "--freq", "50", "--", "sleep", "1",
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
@@ -226,7 +239,9 @@ fn a_disabled_psys_leaves_the_total_to_packages_and_dram() {
     let m = mount(c);
     let v = run_json(
         &m,
-        &["run", "--json", "-m", "msr", "--freq", "50", "--", "sleep", "0.5"],
+        &[
+            "run", "--json", "-m", "msr", "--freq", "50", "--", "sleep", "0.5",
+        ],
     );
     assert_eq!(v["total_rule"], "package + dram", "{v}");
     let expect: f64 = [(0, "package"), (0, "dram"), (1, "package"), (1, "dram")]
@@ -245,7 +260,9 @@ fn a_coarse_psys_total_comes_with_the_finer_packages_plus_dram() {
     let m = mount(c.with_psys());
     let v = run_json(
         &m,
-        &["run", "--json", "-m", "msr", "--freq", "100", "--", "sleep", "0.1"],
+        &[
+            "run", "--json", "-m", "msr", "--freq", "100", "--", "sleep", "0.1",
+        ],
     );
     assert_eq!(v["total_rule"], "psys (covers the platform)", "{v}");
     assert!(f(&v["total_uncertainty_j"]) >= 1.0, "{v}");
@@ -274,7 +291,9 @@ fn the_total_of_a_selection_adds_what_was_selected() {
     ] {
         let v = run_json(
             &m,
-            &["run", "--json", "-d", sel, "--freq", "50", "--", "sleep", "0.2"],
+            &[
+                "run", "--json", "-d", sel, "--freq", "50", "--", "sleep", "0.2",
+            ],
         );
         assert_eq!(v["total_rule"], rule, "-d {sel}: {v}");
         let sum: f64 = v["domains"]
@@ -285,7 +304,10 @@ fn the_total_of_a_selection_adds_what_was_selected() {
             .map(|d| f(&d["energy_j"]))
             .sum();
         assert!(sum > 0.0, "-d {sel}: {v}");
-        assert!((f(&v["total_energy_j"]) - sum).abs() < 1e-9, "-d {sel}: {v}");
+        assert!(
+            (f(&v["total_energy_j"]) - sum).abs() < 1e-9,
+            "-d {sel}: {v}"
+        );
         let u: f64 = v["domains"]
             .as_array()
             .unwrap()
@@ -293,12 +315,18 @@ fn the_total_of_a_selection_adds_what_was_selected() {
             .filter(|d| members.contains(&d["domain"].as_str().unwrap()))
             .map(|d| f(&d["uncertainty_j"]))
             .sum();
-        assert!((f(&v["total_uncertainty_j"]) - u).abs() < 1e-9, "-d {sel}: {v}");
+        assert!(
+            (f(&v["total_uncertainty_j"]) - u).abs() < 1e-9,
+            "-d {sel}: {v}"
+        );
     }
     // The table says it too.
     let out = quietwatt(m.root(), &["run", "-d", "core", "--", "sleep", "0.1"]);
     let text = stderr(&out);
-    let total = text.lines().find(|l| l.contains(" total ")).unwrap_or_default();
+    let total = text
+        .lines()
+        .find(|l| l.contains(" total "))
+        .unwrap_or_default();
     assert!(total.ends_with("= core"), "{text}");
 }
 
@@ -327,11 +355,16 @@ fn a_very_short_run_states_its_resolution_and_no_self_cost_rate() {
     let dur = f(&v["duration_s"]);
     // The emulator draws 24 W (package 20 + dram 4): the truth lies within ±.
     let truth = 24.0 * dur;
-    assert!((total - truth).abs() <= u + 24.0 * 0.001, "{total} ± {u} J vs {truth} J");
+    assert!(
+        (total - truth).abs() <= u + 24.0 * 0.001,
+        "{total} ± {u} J vs {truth} J"
+    );
     assert!(f(&v["total_power_uncertainty_w"]) > 0.0, "{v}");
     if u > 0.05 * total {
         assert!(
-            warnings(&v).iter().any(|w| w.contains("resolution dominates")),
+            warnings(&v)
+                .iter()
+                .any(|w| w.contains("resolution dominates")),
             "{v}"
         );
     }

@@ -41,7 +41,7 @@ fn parse_package(text: &str) -> (f64, usize) {
     let (mut sum, mut gaps, mut rows) = (0.0, 0, 0);
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
-        assert_eq!(f.len(), 8, "malformed row {l:?}");
+        assert_eq!(f.len(), 9, "malformed row {l:?}");
         let e: f64 = f[3].parse().expect("energy_j");
         let missed: u64 = f[5].parse().expect("missed");
         if f[1] == "0" && f[2] == "package" {

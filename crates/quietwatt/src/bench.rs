@@ -859,6 +859,7 @@ fn single_thread(
                         missed: 0,
                         merged: 0,
                         freq_hz: freq.hz(),
+                        marks: meter.marks(),
                         energy: &energy,
                     })
                     .map_err(out_err)?;

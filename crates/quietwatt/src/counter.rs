@@ -185,6 +185,68 @@ impl StepKind {
     }
 }
 
+/// Which channels of one sample had a reset, a step back or a jump: one bit per
+/// channel (channel indices below 64, the most a sample holds). Carried with each
+/// sample to the recording, which marks those rows: their energy is not the full
+/// interval's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// Channels that restarted from 0.
+    pub reset: u64,
+    /// Channels that stepped back (or, perf, fell by no hardware wrap).
+    pub backstep: u64,
+    /// Channels that jumped forward implausibly.
+    pub jump: u64,
+}
+
+impl Marks {
+    /// Marks channel `i` with `kind` (ordinary kinds mark nothing).
+    #[inline]
+    pub fn set(&mut self, i: usize, kind: StepKind) {
+        if i >= 64 {
+            return;
+        }
+        let bit = 1u64 << i;
+        match kind {
+            StepKind::Reset => self.reset |= bit,
+            StepKind::BackStep => self.backstep |= bit,
+            StepKind::Jump => self.jump |= bit,
+            _ => {}
+        }
+    }
+
+    /// The mark of channel `i`, if any.
+    #[inline]
+    pub fn kind(&self, i: usize) -> Option<StepKind> {
+        let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+        if self.reset & bit != 0 {
+            Some(StepKind::Reset)
+        } else if self.backstep & bit != 0 {
+            Some(StepKind::BackStep)
+        } else if self.jump & bit != 0 {
+            Some(StepKind::Jump)
+        } else {
+            None
+        }
+    }
+
+    /// Both samples' marks (a merged sample carries what either had).
+    #[inline]
+    pub fn or(self, o: Marks) -> Marks {
+        Marks {
+            reset: self.reset | o.reset,
+            backstep: self.backstep | o.backstep,
+            jump: self.jump | o.jump,
+        }
+    }
+
+    /// Whether no channel is marked.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        (self.reset | self.backstep | self.jump) == 0
+    }
+}
+
 /// One reading's outcome: the steps counted and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {

@@ -1,7 +1,7 @@
 //! A source and its counters: each sample turns raw readings into corrected
 //! per-domain deltas, and the totals stay integers until they are reported.
 
-use crate::counter::{period_may_hide_wraps, Counter, Step, StepKind, Wrap};
+use crate::counter::{period_may_hide_wraps, Counter, Marks, Step, StepKind, Wrap};
 use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::source::{Channel, Mechanism, Source};
@@ -22,6 +22,7 @@ pub struct Meter {
     raw: Vec<u64>,
     deltas: Vec<u64>,
     kinds: Vec<StepKind>,
+    marks: Marks,
     first_ns: Option<u64>,
     last_ns: u64,
     /// When each counter last moved: a counter that stops is a frozen register or a
@@ -69,6 +70,7 @@ impl Meter {
             raw: vec![0; n],
             deltas: vec![0; n],
             kinds: vec![StepKind::First; n],
+            marks: Marks::default(),
             first_ns: None,
             last_ns: 0,
             last_change_ns: vec![0; n],
@@ -106,6 +108,15 @@ impl Meter {
         self.account(t)
     }
 
+    /// Like [`Meter::sample`], with the [`Marks`] of the sample: the channels whose
+    /// energy is not the full interval's. Allocates nothing.
+    pub fn sample_marked(&mut self) -> Result<(u64, &[u64], Marks)> {
+        let t = monotonic_ns();
+        self.source.read(&mut self.raw)?;
+        self.account(t)?;
+        Ok((t, &self.deltas, self.marks))
+    }
+
     /// Like [`Meter::sample`] with readings taken elsewhere at `t_ns` (CLOCK_MONOTONIC):
     /// the in-kernel mechanisms read the counters in the kernel and hand them over in
     /// batches, and go through the same wrap correction and bookkeeping. `raw` has one
@@ -118,6 +129,7 @@ impl Meter {
 
     /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
     fn account(&mut self, t: u64) -> Result<(u64, &[u64])> {
+        self.marks = Marks::default();
         for (i, (c, &raw)) in self.counters.iter_mut().zip(&self.raw).enumerate() {
             let step = c.update(raw, t).map_err(|e| Error::CorruptCounter {
                 path: self.source.channels()[i].origin.clone(),
@@ -127,6 +139,7 @@ impl Meter {
             self.deltas[i] = step.steps;
             self.kinds[i] = step.kind;
             if step.kind.is_anomaly() {
+                self.marks.set(i, step.kind);
                 if self.events.len() < self.events.capacity() {
                     self.events.push(CounterEvent {
                         channel: i,
@@ -150,6 +163,12 @@ impl Meter {
     /// channel order: recordings mark the rows whose energy is not fully known.
     pub fn kinds(&self) -> &[StepKind] {
         &self.kinds
+    }
+
+    /// The channels of the last sample whose energy is not the full interval's (a
+    /// reset, step back or jump).
+    pub fn marks(&self) -> Marks {
+        self.marks
     }
 
     /// Like [`Meter::sample`], with each delta converted to joules into `out`.

@@ -12,6 +12,7 @@
 //! tick's deltas are added to it, so no energy is lost either.
 
 use crate::adaptive::{Adaptive, DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
+use crate::counter::Marks;
 use crate::error::{Error, Result};
 use crate::meter::Meter;
 use crate::overhead::{SamplerCounts, ThreadUsage};
@@ -27,8 +28,9 @@ use std::thread::Thread;
 pub const MAX_CHANNELS: usize = 64;
 
 /// Words before the deltas in a record on the ring: `t_ns`, `interval_ns`,
-/// `missed << 32 | merged`, `freq_hz` as bits.
-pub const HEADER_WORDS: usize = 4;
+/// `missed << 32 | merged`, `freq_hz` as bits, and the [`Marks`] (reset, step back,
+/// jump masks).
+pub const HEADER_WORDS: usize = 7;
 
 /// One sample: raw counter steps, converted on the writer side. On the ring it is
 /// [`Record::header`] followed by the deltas; this struct holds a sample the full
@@ -46,6 +48,8 @@ pub struct Record {
     pub merged: u32,
     /// The sampling rate in force.
     pub freq_hz: f64,
+    /// Channels whose energy is not the full interval's (a reset, step back or jump).
+    pub marks: Marks,
     len: u8,
     deltas: [u64; MAX_CHANNELS],
 }
@@ -60,6 +64,7 @@ impl Record {
             missed: missed.min(u32::MAX as u64) as u32,
             merged: 0,
             freq_hz: freq.hz(),
+            marks: Marks::default(),
             len: len as u8,
             deltas: [0; MAX_CHANNELS],
         };
@@ -90,6 +95,7 @@ impl Record {
             self.missed as u64,
             self.merged,
             self.freq_hz,
+            self.marks,
         )
     }
 
@@ -104,6 +110,7 @@ impl Record {
             deltas,
         );
         r.merged = words[2] as u32;
+        r.marks = marks_of(words);
         r
     }
 
@@ -115,19 +122,43 @@ impl Record {
         self.interval_ns += earlier.interval_ns;
         self.missed = self.missed.saturating_add(earlier.missed);
         self.merged = self.merged.saturating_add(earlier.merged + 1);
+        self.marks = self.marks.or(earlier.marks);
     }
 }
 
 /// The header words of a record ([`HEADER_WORDS`]).
 #[inline]
-fn header(t_ns: u64, interval_ns: u64, missed: u64, merged: u32, freq_hz: f64) -> [u64; 4] {
+pub(crate) fn header(
+    t_ns: u64,
+    interval_ns: u64,
+    missed: u64,
+    merged: u32,
+    freq_hz: f64,
+    marks: Marks,
+) -> [u64; HEADER_WORDS] {
     let missed = missed.min(u32::MAX as u64);
     [
         t_ns,
         interval_ns,
         missed << 32 | merged as u64,
         freq_hz.to_bits(),
+        marks.reset,
+        marks.backstep,
+        marks.jump,
     ]
+}
+
+/// The [`Marks`] in a record's header words (none in a shorter header).
+#[inline]
+pub(crate) fn marks_of(words: &[u64]) -> Marks {
+    match words {
+        [_, _, _, _, reset, backstep, jump, ..] => Marks {
+            reset: *reset,
+            backstep: *backstep,
+            jump: *jump,
+        },
+        _ => Marks::default(),
+    }
 }
 
 /// How fast to sample.
@@ -554,7 +585,7 @@ impl Sampler<'_, '_> {
             if !stopping {
                 self.counts.lateness.record(wake.late_ns);
             }
-            let (t, deltas) = match self.meter.sample() {
+            let (t, deltas, marks) = match self.meter.sample_marked() {
                 Ok(x) => x,
                 Err(e) => return Some(e),
             };
@@ -568,7 +599,7 @@ impl Sampler<'_, '_> {
                 wake.missed + self.pacer.overdue(t)
             };
             self.counts.missed += missed;
-            let head = header(t, t - prev_t, missed, 0, self.freq.hz());
+            let head = header(t, t - prev_t, missed, 0, self.freq.hz(), marks);
             push(
                 &mut self.ring,
                 &mut self.pending,
@@ -717,7 +748,7 @@ mod tests {
         );
         assert_eq!(back.deltas(), &[7, u64::MAX]);
         // A miss count beyond 32 bits saturates rather than spilling into `merged`.
-        let h = header(0, 0, u64::MAX, 3, 1.0);
+        let h = header(0, 0, u64::MAX, 3, 1.0, Marks::default());
         assert_eq!((h[2] >> 32, h[2] as u32), (u32::MAX as u64, 3));
     }
 

@@ -11,7 +11,7 @@
 //! samples written before (the sink says how many, for the summary).
 
 use crate::overhead::ThreadUsage;
-use crate::sampler::{Control, Record, HEADER_WORDS};
+use crate::sampler::{marks_of, Control, Record, HEADER_WORDS};
 use crate::sink::{Sample, Sink};
 use crate::units::{EnergyUnit, Joules};
 use rtrb::Consumer;
@@ -121,6 +121,7 @@ pub(crate) fn drain(
             missed: rec.missed,
             merged: rec.merged,
             freq_hz: rec.freq_hz,
+            marks: rec.marks,
             energy,
         })?;
         *written += 1;
@@ -160,6 +161,7 @@ fn drain_words(
             missed: (w[2] >> 32) as u32,
             merged: w[2] as u32,
             freq_hz: f64::from_bits(w[3]),
+            marks: marks_of(w),
             energy,
         })?;
         *written += 1;

@@ -232,12 +232,14 @@ fn csv_rows(text: &str) -> Vec<Vec<String>> {
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     assert_eq!(
         lines.next(),
-        Some("timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz")
+        Some("timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter")
     );
     lines
         .map(|l| {
             let f: Vec<String> = l.split(',').map(str::to_string).collect();
-            assert_eq!(f.len(), 8, "{l}");
+            assert_eq!(f.len(), 9, "{l}");
+            // No counter here resets or glitches: no row is marked.
+            assert_eq!(f[8], "", "{l}");
             f[0].parse::<u64>().unwrap();
             f[1].parse::<u32>().unwrap();
             assert!(["package", "dram", "core"].contains(&f[2].as_str()));

@@ -597,7 +597,8 @@ impl Folder<'_> {
             }
         };
         let missed = std::mem::take(&mut self.pending_missed);
-        let rec = Record::new(t, t - self.prev_t, missed, self.freq, deltas);
+        let mut rec = Record::new(t, t - self.prev_t, missed, self.freq, deltas);
+        rec.marks = self.meter.marks();
         self.prev_t = t;
         self.counts.samples += 1;
         self.counts.missed += missed;

@@ -1,16 +1,18 @@
-//! CSV: `timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz`, one row
-//! per sample and domain, metadata as leading `#` lines.
+//! CSV: `timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter`,
+//! one row per sample and domain, metadata as leading `#` lines.
 //!
 //! pandas: `pd.read_csv(f, comment="#")`; polars: `pl.read_csv(f, comment_prefix="#")`.
-//! The first five columns are the stable core; the last three say whether a gap
-//! precedes the row and at what rate it was sampled.
+//! The first five columns are the stable core; the next three say whether a gap
+//! precedes the row and at what rate it was sampled; `counter` is empty, or names
+//! what the domain's counter did in the row's interval (`reset`, `backstep`, `jump`).
 
 use super::{Metadata, RecordOutput, Sample, Sink, BATCH_BYTES};
 use crate::source::Channel;
 use std::io::{self, Write};
 
 /// The header line.
-pub const HEADER: &str = "timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz";
+pub const HEADER: &str =
+    "timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter";
 
 /// Writes CSV rows to `W` in whole batches (give it an [`super::OutputFile`], not a
 /// `BufWriter`: the sink does its own buffering).
@@ -90,7 +92,7 @@ impl<W: RecordOutput + Send> Sink for CsvSink<W> {
         if self.freq.0 != s.freq_hz.to_bits() {
             self.freq = (s.freq_hz.to_bits(), format!("{}", s.freq_hz).into_bytes());
         }
-        for (label, &e) in self.labels.iter().zip(s.energy) {
+        for (i, (label, &e)) in self.labels.iter().zip(s.energy).enumerate() {
             let b = &mut self.buf;
             push_u64(b, s.t_ns);
             b.extend_from_slice(label);
@@ -103,6 +105,10 @@ impl<W: RecordOutput + Send> Sink for CsvSink<W> {
             push_u64(b, s.merged as u64);
             b.push(b',');
             b.extend_from_slice(&self.freq.1);
+            b.push(b',');
+            if let Some(k) = s.marks.kind(i) {
+                b.extend_from_slice(k.name().as_bytes());
+            }
             b.push(b'\n');
         }
         self.ends.push(self.buf.len());

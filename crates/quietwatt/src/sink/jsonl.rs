@@ -97,10 +97,10 @@ impl<W: RecordOutput + Send> Sink for JsonlSink<W> {
     fn sample(&mut self, s: &Sample<'_>) -> io::Result<()> {
         // Written by hand: the fields are numbers and fixed ASCII names, so this is
         // valid JSON without a serializer per row.
-        for (&(socket, domain), &e) in self.labels.iter().zip(s.energy) {
-            writeln!(
+        for (i, (&(socket, domain), &e)) in self.labels.iter().zip(s.energy).enumerate() {
+            write!(
                 self.buf,
-                "{{\"timestamp_ns\":{},\"socket\":{socket},\"domain\":\"{domain}\",\"energy_j\":{:.9},\"power_w\":{:.6},\"missed\":{},\"merged\":{},\"freq_hz\":{}}}",
+                "{{\"timestamp_ns\":{},\"socket\":{socket},\"domain\":\"{domain}\",\"energy_j\":{:.9},\"power_w\":{:.6},\"missed\":{},\"merged\":{},\"freq_hz\":{}",
                 s.t_ns,
                 e.0,
                 s.power(e),
@@ -108,6 +108,11 @@ impl<W: RecordOutput + Send> Sink for JsonlSink<W> {
                 s.merged,
                 s.freq_hz
             )?;
+            // Present only on a marked row (a reset, step back or jump of this counter).
+            match s.marks.kind(i) {
+                Some(k) => writeln!(self.buf, ",\"counter\":\"{}\"}}", k.name())?,
+                None => writeln!(self.buf, "}}")?,
+            }
         }
         self.ends.push(self.buf.len());
         if self.buf.len() >= BATCH_BYTES {

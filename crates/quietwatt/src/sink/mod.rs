@@ -15,6 +15,7 @@ pub use self::csv::CsvSink;
 pub use self::file::{OutputFile, RecordOutput};
 pub use self::jsonl::JsonlSink;
 
+use crate::counter::Marks;
 use crate::cpuinfo::CpuInfo;
 use crate::meter::monotonic_ns;
 use crate::root::SysRoot;
@@ -61,7 +62,9 @@ pub struct Metadata {
 /// What the columns of every format mean.
 pub const COLUMNS: &str = "timestamp_ns: CLOCK_MONOTONIC ns of the read; energy_j: joules since the previous row of that domain \
 (a row after a gap covers the gap); power_w: energy_j over that interval; missed: sampling deadlines that passed without a read \
-since the previous row (this row's interval and energy span them); merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force";
+since the previous row (this row's interval and energy span them); merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force; \
+counter: empty, or reset/backstep/jump when the counter restarted from 0, stepped back or jumped during this row's interval \
+(energy_j then holds only what can be counted: the energy since a restart, or 0)";
 
 impl Metadata {
     /// The fields every recording carries: tool version, host, kernel, CPU model (from
@@ -123,6 +126,9 @@ pub struct Sample<'a> {
     pub merged: u32,
     /// The sampling rate in force.
     pub freq_hz: f64,
+    /// Channels whose energy is not the full interval's (a counter reset, step back or
+    /// jump): their rows are marked.
+    pub marks: Marks,
     /// Energy per channel since the previous sample, in channel order.
     pub energy: &'a [Joules],
 }
