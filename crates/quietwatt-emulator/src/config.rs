@@ -10,7 +10,7 @@ use crate::duration;
 use crate::error::{Error, Result};
 use crate::fault::Fault;
 use crate::units;
-use quietwatt::Domain;
+use quietwatt_core::Domain;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;

@@ -8,7 +8,7 @@ use crate::fault::{Effect, Fault, FaultKind, FaultSet};
 use crate::fs::EmulatorFs;
 use crate::layout::{self, Node, Tree};
 use crate::truth::{GroundTruth, Mechanism, Served, ServedLog};
-use quietwatt::{Domain, Joules};
+use quietwatt_core::{Domain, Joules};
 use serde::Serialize;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -284,7 +284,7 @@ pub struct CounterStep {
 /// let dir = std::path::Path::new("/tmp/emu");
 /// let emu = Emulator::mount(dir, EmulatorConfig::default())?;
 /// let uj = std::fs::read_to_string(dir.join("sys/class/powercap/intel-rapl:0/energy_uj"))?;
-/// println!("{uj} (truth {:?})", emu.truth(0, quietwatt::Domain::Package));
+/// println!("{uj} (truth {:?})", emu.truth(0, quietwatt_core::Domain::Package));
 /// emu.unmount()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

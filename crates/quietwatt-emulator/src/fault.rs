@@ -34,7 +34,7 @@
 
 use crate::duration::{format_duration, parse_duration};
 use crate::error::Error;
-use quietwatt::{Domain, Joules};
+use quietwatt_core::{Domain, Joules};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;

@@ -36,7 +36,7 @@ use crate::cpuinfo;
 use crate::namespace;
 use crate::truth::GroundTruth;
 use crate::units;
-use quietwatt::Domain;
+use quietwatt_core::Domain;
 use std::path::Path;
 
 /// An inode number; the root is 1.

@@ -27,7 +27,7 @@
 
 use crate::config::EmulatorConfig;
 use crate::truth::GroundTruth;
-use quietwatt::Domain;
+use quietwatt_core::Domain;
 
 /// MSR_RAPL_POWER_UNIT.
 pub const MSR_RAPL_POWER_UNIT: u64 = 0x606;

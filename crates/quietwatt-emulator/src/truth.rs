@@ -14,7 +14,7 @@
 use crate::config::EmulatorConfig;
 use crate::duration;
 use crate::units::{self, Unit};
-use quietwatt::{Domain, Joules};
+use quietwatt_core::{Domain, Joules};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -20,7 +20,7 @@
 //! 15258 for ESU 16) and reports `raw * unit_nj / 1000` µJ.
 
 use crate::config::Vendor;
-use quietwatt::Domain;
+use quietwatt_core::Domain;
 
 /// Models (family 6) whose DRAM counts in 2^-16 J (perf's table).
 const FIXED_DRAM_HARDWARE: &[u32] = &[0x3F, 0x4F, 0x56, 0x55, 0x6A, 0x6C, 0x57, 0x85];

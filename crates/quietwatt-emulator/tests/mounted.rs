@@ -2,7 +2,7 @@
 //! processes and other users. These tests need root and /dev/fuse (CI runs them
 //! as root); without them they fail loudly rather than pass silently.
 
-use quietwatt::Domain;
+use quietwatt_core::Domain;
 use quietwatt_emulator::{
     Emulator, EmulatorConfig, Error, Fault, FaultKind, Mechanism, Trace, TracePoint, Vendor,
 };

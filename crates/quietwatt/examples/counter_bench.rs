@@ -13,7 +13,10 @@ use std::time::Instant;
 fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(15);
-    let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2_000_000);
+    let n: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2_000_000);
     // A 32-bit MSR counter at 2^-16 J read every 1 ms at 20 W: 1310 steps a read.
     let wrap = Wrap::Modulus(1 << 32);
     let unit = EnergyUnit::PowerOfTwo(16);
@@ -48,5 +51,9 @@ fn main() {
     println!("rounds {rounds}, {n} updates each (medians over rounds)");
     println!("  bare wrap correction : {b:.2} ns/update");
     println!("  Counter::update      : {j:.2} ns/update");
-    println!("  ratio                : {:.2}x, +{:.2} ns/update", j / b, j - b);
+    println!(
+        "  ratio                : {:.2}x, +{:.2} ns/update",
+        j / b,
+        j - b
+    );
 }

@@ -1,10 +1,13 @@
 //! quietwatt: energy of CPUs and DRAM through RAPL, read correctly (units, wraps,
 //! domain hierarchy, timing) and cheaply.
 //!
-//! The crate is organised one module per concept:
+//! The crate is organised one module per concept. The first three live in the
+//! `quietwatt-core` crate (no I/O, no unsafe; the emulator depends on it alone) and
+//! are re-exported here under the same paths:
 //! - [`domain`]: RAPL domains, sockets, which domain contains which, totals.
 //! - [`units`]: joules, watts, and the size of one raw counter step.
-//! - [`counter`]: raw readings to wrap-corrected integer totals.
+//! - [`counter`]: raw readings to wrap-corrected integer totals, with resets and
+//!   glitches told apart from wraps.
 //! - [`root`]: the directory `/sys`, `/dev` and `/proc` are looked up under.
 //! - [`topology`]: online CPUs and their packages.
 //! - [`cpuinfo`]: vendor, family and model from `/proc/cpuinfo`.
@@ -32,14 +35,13 @@
 //!   by paper 003's method, attribution of a command's energy to them, validation.
 #![warn(missing_docs)]
 
+pub use quietwatt_core::{counter, domain, units};
+
 pub mod consistency;
-pub mod counter;
 pub mod cpuinfo;
 pub mod doctor;
-pub mod domain;
 pub mod error;
 pub mod root;
-pub mod units;
 
 pub use counter::{Counter, Wrap};
 pub use domain::{Domain, DomainId, Socket};
