@@ -1,11 +1,10 @@
-//! `record --freq auto` against the emulator: the rate falls while this machine
+//! `record --freq auto` against the emulator: the rate falls while the machine
 //! idles, rises to the maximum as soon as every CPU is busy, is written on every
 //! row, and the energy of the whole recording is still the emulator's.
 //!
-//! The emulator serves no `/proc/stat`, so the engine reads this machine's load
-//! (and leaves its own CPU time out of it): the test makes that load itself with
-//! one spinning thread per CPU. It needs an otherwise idle machine for its first
-//! phase and says so when the machine was not.
+//! The emulator serves a `/proc/stat` whose load follows a schedule (idle, then
+//! every CPU busy), so the test sees the same load on an idle laptop and on a CI
+//! machine that other jobs keep busy: the host's own load never enters it.
 
 mod common;
 
@@ -14,35 +13,14 @@ use quietwatt::meter::monotonic_ns;
 use quietwatt::Domain;
 use quietwatt_emulator::EmulatorConfig;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Seconds of idle before the load starts. The rate starts at the maximum and may
-/// fall only after each 2-s hold, to what the mean load of the hold asks. The first
-/// hold includes the emulator's own cost at 1 kHz (FUSE round trips in this test
-/// process, about 5 % of the machine: a real sysfs read costs 0.3 µs), so the rate
-/// may stop at an intermediate step and reach the minimum only after a second hold;
-/// this leaves about a second at the low rate after both.
+/// fall only after each 2-s hold, to what the mean load of the hold asks; this
+/// leaves time for two holds and about a second at the low rate.
 const IDLE_S: f64 = 5.5;
 /// Seconds of load, to the end of the recording.
 const BUSY_S: f64 = 1.8;
-
-/// This machine's busy fraction of all CPUs between two reads of `/proc/stat`.
-fn cpu_times() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/stat").unwrap();
-    let f: Vec<u64> = text
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|w| w.parse().unwrap())
-        .collect();
-    let busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
-    (busy, busy + f[3] + f[4])
-}
 
 /// (timestamp_ns, freq_hz, energy_j) of every package row.
 fn package_rows(text: &str) -> Vec<(u64, f64, f64)> {
@@ -65,7 +43,11 @@ fn package_rows(text: &str) -> Vec<(u64, f64, f64)> {
 
 #[test]
 fn auto_rate_is_low_at_idle_reaches_the_maximum_under_load_and_keeps_the_energy() {
-    let m = mount(EmulatorConfig::default());
+    let load_at = Duration::from_secs_f64(IDLE_S);
+    let m = mount(EmulatorConfig::default().with_load(&[(Duration::ZERO, 0.0), (load_at, 1.0)]));
+    // The load step on this process's CLOCK_MONOTONIC (the rows' clock).
+    let load_start_ns =
+        monotonic_ns() - m.emulator.elapsed().as_nanos() as u64 + load_at.as_nanos() as u64;
     let out = tempfile::NamedTempFile::new().unwrap().into_temp_path();
     let total = format!("{}", IDLE_S + BUSY_S);
     let child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
@@ -81,34 +63,13 @@ fn auto_rate_is_low_at_idle_reaches_the_maximum_under_load_and_keeps_the_energy(
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn quietwatt record");
-
-    // Idle phase: note this machine's own load meanwhile, to tell a failure of the
-    // rate from a machine that was busy with something else.
-    std::thread::sleep(Duration::from_secs_f64(2.0));
-    let (b0, t0) = cpu_times();
-    std::thread::sleep(Duration::from_secs_f64(IDLE_S - 2.0));
-    let (b1, t1) = cpu_times();
-    let idle_load = (b1 - b0) as f64 / (t1 - t0).max(1) as f64;
-
-    // Busy phase: one spinning thread per CPU until the recording ends.
-    let load_start_ns = monotonic_ns();
-    let spin = Arc::new(AtomicBool::new(true));
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let spinners: Vec<_> = (0..cpus)
-        .map(|_| {
-            let spin = spin.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while spin.load(Ordering::Relaxed) {
-                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
-                }
-            })
-        })
-        .collect();
     let o = child.wait_with_output().unwrap();
-    spin.store(false, Ordering::Relaxed);
-    spinners.into_iter().for_each(|t| t.join().unwrap());
     assert!(o.status.success(), "record failed: {}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("is read from this machine's /proc/stat"),
+        "the emulated load was not used: {}",
+        stderr(&o)
+    );
 
     let rows = package_rows(&std::fs::read_to_string(&out).unwrap());
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
@@ -120,9 +81,7 @@ fn auto_rate_is_low_at_idle_reaches_the_maximum_under_load_and_keeps_the_energy(
     let lowest = idle.iter().map(|r| r.1).fold(f64::MAX, f64::min);
     assert!(
         lowest <= 10.0,
-        "the rate never fell below {lowest} Hz while idle (this machine's load meanwhile: {:.0} %; \
-         the test needs an otherwise idle machine)",
-        idle_load * 100.0
+        "the rate never fell below {lowest} Hz while idle"
     );
     // The rows of the idle tail are that far apart: the rate is what was sampled.
     let slow: Vec<&&(u64, f64, f64)> = idle.iter().filter(|r| r.1 <= 10.0).collect();
@@ -130,15 +89,16 @@ fn auto_rate_is_low_at_idle_reaches_the_maximum_under_load_and_keeps_the_energy(
     let gap = slow[slow.len() - 1].0 - slow[slow.len() - 2].0;
     assert!(gap >= 90_000_000, "rows {gap} ns apart at <= 10 Hz");
 
-    // Load: the maximum within half a second of the load step (a tick at 5 Hz is
-    // 200 ms; /proc/stat moves every 10 ms), and kept while the load lasts.
+    // Load: the maximum soon after the load step (a tick at 5 Hz is 200 ms; the
+    // bound is generous because a loaded host can hold the sampler back), and kept
+    // while the load lasts.
     let busy: Vec<&(u64, f64, f64)> = rows.iter().filter(|r| r.0 >= load_start_ns).collect();
     let first_max = busy
         .iter()
         .find(|r| r.1 >= 1000.0)
         .unwrap_or_else(|| panic!("the rate never reached 1000 Hz under load: {busy:?}"));
     let rise_ms = (first_max.0 - load_start_ns) as f64 / 1e6;
-    assert!(rise_ms < 500.0, "rose {rise_ms} ms after the load step");
+    assert!(rise_ms < 1500.0, "rose {rise_ms} ms after the load step");
     assert!(busy
         .iter()
         .skip_while(|r| r.1 < 1000.0)

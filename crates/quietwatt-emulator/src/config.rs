@@ -420,6 +420,22 @@ pub struct EmulatorConfig {
     /// drivers/powercap/intel_rapl_common.c). The truth is still what the platform drew.
     #[serde(default)]
     pub psys_disabled: bool,
+    /// Serve `/proc/stat` with this machine load: `(from, busy fraction)` steps from
+    /// the mount, in time order (the load before the first step is 0). Readers that
+    /// follow the load (`--freq auto`) then see a known load instead of the host's,
+    /// which a loaded CI machine would make unpredictable. Empty: no `/proc/stat`.
+    #[serde(default)]
+    pub load: Vec<LoadStep>,
+}
+
+/// From a time on, the busy fraction of every CPU in the emulated `/proc/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadStep {
+    /// When it starts, from the mount.
+    #[serde(with = "duration::text")]
+    pub from: Duration,
+    /// The busy fraction, 0 to 1.
+    pub busy: f64,
 }
 
 impl Default for EmulatorConfig {
@@ -440,6 +456,7 @@ impl Default for EmulatorConfig {
             shuffle_zone_ids: false,
             psys_master: 0,
             psys_disabled: false,
+            load: Vec::new(),
         }
     }
 }
@@ -462,6 +479,36 @@ impl EmulatorConfig {
             domains: Domains::AMD,
             ..EmulatorConfig::default()
         }
+    }
+
+    /// With a `/proc/stat` whose load follows `steps` (`(from mount, busy fraction)`).
+    pub fn with_load(mut self, steps: &[(Duration, f64)]) -> Self {
+        self.load = steps
+            .iter()
+            .map(|&(from, busy)| LoadStep { from, busy })
+            .collect();
+        self
+    }
+
+    /// Cumulative (busy, idle) jiffies of all CPUs at USER_HZ 100, `ns` after the
+    /// mount, under the load schedule.
+    pub fn load_jiffies(&self, ns: u64) -> (u64, u64) {
+        let now = ns as f64 * 1e-9;
+        let cpus = (self.sockets * self.cpus_per_socket) as f64;
+        let mut busy = 0.0;
+        let mut t = 0.0;
+        let mut level = 0.0;
+        for step in &self.load {
+            let from = step.from.as_secs_f64().min(now);
+            busy += level * (from - t).max(0.0);
+            t = t.max(from);
+            level = step.busy.clamp(0.0, 1.0);
+        }
+        busy += level * (now - t).max(0.0);
+        let hz = 100.0 * cpus;
+        let b = (busy * hz) as u64;
+        let all = (now * hz) as u64;
+        (b, all.saturating_sub(b))
     }
 
     /// With `n` sockets.

@@ -168,6 +168,12 @@ impl EmulatorFs {
                 json.push(b'\n');
                 json
             }
+            Content::ProcStat => {
+                // The first line is what load readers parse: user nice system idle
+                // iowait irq softirq steal, in USER_HZ jiffies.
+                let (busy, idle) = self.shared.config.load_jiffies(now);
+                format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\nintr 0\nctxt 0\n").into_bytes()
+            }
             Content::Msr(_) => return Err(Errno::EIO),
         })
     }

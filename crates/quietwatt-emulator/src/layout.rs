@@ -69,6 +69,8 @@ pub(crate) enum Content {
     Msr(u32),
     /// `.quietwatt-emulator/truth.json`, computed when read.
     Truth,
+    /// `/proc/stat` under the configured load schedule.
+    ProcStat,
 }
 
 /// What a node is.
@@ -249,6 +251,9 @@ pub(crate) fn build(config: &EmulatorConfig, truth: &GroundTruth, mountpoint: &P
         0o444,
         0,
     );
+    if !config.load.is_empty() {
+        t.add(proc, "stat", Kind::File(Content::ProcStat), 0o444, 0);
+    }
     powercap(&mut t, config, truth);
     perf(&mut t, config);
     msr(&mut t, config);

@@ -46,7 +46,9 @@ mod namespace;
 mod truth;
 mod units;
 
-pub use config::{DomainWatts, Domains, EmulatorConfig, PowerProfile, Trace, TracePoint, Vendor};
+pub use config::{
+    DomainWatts, Domains, EmulatorConfig, LoadStep, PowerProfile, Trace, TracePoint, Vendor,
+};
 pub use emulator::{CounterStep, DomainTruth, Emulator, TruthReport};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultKind, Microjoules};

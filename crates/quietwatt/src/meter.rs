@@ -852,4 +852,50 @@ mod tests {
         assert!(r.domains[0].update_interval_s >= 0.049, "{r:?}");
         assert!(r.domains[0].uncertainty_j.0 >= 0.049 * 20.0 - 1e-6, "{r:?}");
     }
+
+    /// The counts the TPMI `power` PMU accumulates (`rapl_event_update` in
+    /// `drivers/powercap/intel_rapl_common.c`): `count += (s64)(new_raw - prev_raw) *
+    /// scale` on 32-bit raw values, no wrap fix.
+    fn tpmi(raws: &[u64], scale: u64) -> Vec<u64> {
+        let mut count = 0u64;
+        let mut out = vec![0];
+        for w in raws.windows(2) {
+            let d = (w[1] as i64).wrapping_sub(w[0] as i64);
+            count = count.wrapping_add(d.wrapping_mul(scale as i64) as u64);
+            out.push(count);
+        }
+        out
+    }
+
+    #[test]
+    fn the_meter_fed_a_tpmi_perf_count_across_a_hardware_wrap_reports_the_truth() {
+        // Package at 20 W read every 100 ms by perf (2^-32 J counts) for 3 s, its 32-bit
+        // register at 2^-16 J wrapping once. Before, the fall read as a 2^64 wrap:
+        // +4.29 GJ.
+        let step = (20.0 * 0.1 * 65536.0) as u64;
+        let start = (1u64 << 32) - 10 * step;
+        let raws: Vec<u64> = (0..31u64)
+            .map(|i| (start + i * step) & 0xFFFF_FFFF)
+            .collect();
+        let counts = tpmi(&raws, 1 << 16);
+        let src = Scripted {
+            channels: vec![Channel {
+                id: DomainId::new(0, Domain::Package),
+                unit: EnergyUnit::Scale(1.0 / 4_294_967_296.0),
+                wrap: Wrap::PERF,
+                origin: PathBuf::from("power/energy-pkg"),
+                limit: None,
+            }],
+            values: vec![],
+            next: 0,
+        };
+        let mut meter = Meter::new(Box::new(src));
+        for (i, &c) in counts.iter().enumerate() {
+            meter.feed(i as u64 * 100_000_000, &[c]).unwrap();
+        }
+        let r = meter.report();
+        assert_eq!(r.total_energy_j, Some(Joules(60.0)), "{r:?}");
+        assert_eq!(r.domains[0].wraps, 1);
+        assert!(r.counter_events.is_empty(), "{r:?}");
+    }
 }
