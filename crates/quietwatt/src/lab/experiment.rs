@@ -28,11 +28,11 @@
 //! (a monitor that does not start, a workload that fails) are rows too, with
 //! their error, and are not retried.
 
-use crate::lab::latency::XorShift;
 use crate::lab::stats::{self, Comparison, StatsError};
 use crate::lab::workload::{self, Kind};
 use crate::meter::Meter;
 use crate::record::EngineConfig;
+use crate::rng::XorShift;
 use crate::root::SysRoot;
 use crate::sampler::Rate;
 use crate::source::{self, Mechanism, Selection, Source};
