@@ -563,7 +563,7 @@ fn command_line(cmd: &Command) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::plan::test_plan as plan;
+    use crate::lab::plan::{test_plan as plan, CommandFactory};
 
     /// Raises the stop flag during its third run, as Ctrl-C would.
     struct Interrupted<'a> {
@@ -599,5 +599,100 @@ mod tests {
         let e = execute(&p, &mut res, &mut ex, &stop, &mut |_| {}).unwrap();
         assert_eq!((e.done, e.interrupted), (2, true));
         assert_eq!(Results::open(&path).unwrap().records.len(), 2);
+    }
+
+    /// `sh -c SCRIPT` as a workload factory.
+    fn sh(script: &'static str) -> CommandFactory {
+        CommandFactory::new(move |()| shell(script))
+    }
+
+    /// Runs every slot of a one-repetition plan of `workloads` × `monitor` at
+    /// 10 Hz for real, monitored runs only.
+    fn run_monitored(workloads: Vec<Workload>, monitor: Monitor) -> Vec<(RunKey, Measurement)> {
+        let plan = Plan::new(workloads, vec![monitor], vec![10.0], 1, 1, 1).unwrap();
+        let mut ex = ProcessExecutor::new(SysRoot::default());
+        // Long enough for a process to start; a monitor that dies at once has died
+        // by then. Nothing below depends on how fast the machine is.
+        ex.settle = Duration::from_millis(50);
+        plan.schedule()
+            .iter()
+            .filter(|s| s.combo.freq.is_some())
+            .map(|s| (plan.key(s), ex.run(&plan, s)))
+            .collect()
+    }
+
+    #[test]
+    fn a_command_monitor_is_built_for_its_frequency_and_watches_a_command_workload() {
+        use std::sync::{Arc, Mutex};
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&asked);
+        let monitor = Monitor::Command {
+            name: "sleeper".into(),
+            make: CommandFactory::new(move |hz| {
+                seen.lock().unwrap().push(hz);
+                let mut c = Command::new("sleep");
+                c.arg("30");
+                c
+            }),
+        };
+        let runs = run_monitored(
+            vec![
+                Workload::process("reports", sh(r#"echo '{"solve_s": 0.25}'"#)),
+                Workload::process("silent", sh("true")),
+                Workload::builtin(
+                    &crate::lab::workload::Spec {
+                        kind: crate::lab::workload::Kind::Idle,
+                        size: 1,
+                        threads: 1,
+                    },
+                    sh("true"),
+                ),
+            ],
+            monitor,
+        );
+        assert_eq!(*asked.lock().unwrap(), vec![10.0; 3]);
+        let of = |w: &str| &runs.iter().find(|(k, _)| k.workload == w).unwrap().1;
+        let m = of("reports");
+        assert!(m.ok, "{m:?}");
+        assert_eq!(m.workload_s, Some(0.25));
+        // The monitor was stopped by SIGINT after the workload: its figures are kept.
+        assert!(
+            m.monitor_cpu_s.is_some() && m.monitor_wakeups.is_some(),
+            "{m:?}"
+        );
+        // A command that prints no solve time is timed by its wall time...
+        let m = of("silent");
+        assert!(m.ok, "{m:?}");
+        assert_eq!(m.workload_s, m.wall_s);
+        // ...but a built-in kernel that prints none went wrong.
+        let m = of("idle:1:t1");
+        assert!(!m.ok, "{m:?}");
+        assert!(
+            m.error
+                .as_deref()
+                .unwrap_or("")
+                .contains("printed no solve time"),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn a_command_monitor_that_dies_at_once_fails_the_run_with_its_words() {
+        let monitor = Monitor::Command {
+            name: "broken".into(),
+            make: CommandFactory::new(|_| {
+                let mut c = Command::new("sh");
+                c.args(["-c", "echo no such device >&2; exit 3"]);
+                c
+            }),
+        };
+        let runs = run_monitored(vec![Workload::process("w", sh("true"))], monitor);
+        let m = &runs[0].1;
+        assert!(!m.ok, "{m:?}");
+        let e = m.error.as_deref().unwrap_or("");
+        assert!(
+            e.contains("'sh -c echo no such device >&2; exit 3' exited before the workload started (exit code 3): no such device"),
+            "{e}"
+        );
     }
 }
