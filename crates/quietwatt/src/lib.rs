@@ -79,6 +79,7 @@ pub mod model;
 pub mod overhead;
 pub mod quirks;
 pub mod record;
+pub mod rng;
 pub mod sampler;
 pub mod sink;
 pub mod source;

@@ -4,7 +4,7 @@
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT, USAGE};
 use quietwatt::lab::experiment::{
-    self, Monitor, Plan, ProcessExecutor, QuietwattSource, Results, Workload, WorkloadCommand,
+    self, CommandFactory, Monitor, Plan, ProcessExecutor, QuietwattSource, Results, Workload,
 };
 use quietwatt::lab::latency::{self, LatencyConfig, LatencyReport};
 use quietwatt::lab::workload::{self, Kind};
@@ -228,6 +228,21 @@ pub struct OverheadArgs {
     report_only: bool,
 }
 
+/// The command of one run of a built-in kernel: `EXE bench workload KIND --json
+/// --size N --threads T`, which prints the solve time the lab reads.
+fn builtin_workload(exe: &std::path::Path, spec: workload::Spec) -> CommandFactory {
+    let exe = exe.to_path_buf();
+    CommandFactory::new(move |()| {
+        let mut c = std::process::Command::new(&exe);
+        c.args(["bench", "workload", spec.kind.name(), "--json"])
+            .arg("--size")
+            .arg(spec.size.to_string())
+            .arg("--threads")
+            .arg(spec.threads.to_string());
+        c
+    })
+}
+
 fn hms(d: std::time::Duration) -> String {
     let s = d.as_secs();
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
@@ -242,12 +257,24 @@ pub fn overhead(env: &Environment, args: OverheadArgs) -> Result<ExitCode, Failu
     let mut results = Results::open(&csv).map_err(|e| Failure::new(OUTPUT, e.to_string()))?;
     if !args.report_only {
         let threads = args.threads.unwrap_or_else(default_threads);
+        // A built-in kernel runs in a child process, as every workload does, so
+        // that its CPU time and exit are its own: this executable's `bench
+        // workload`, whose command line only the CLI knows.
+        let exe = std::env::current_exe().map_err(|e| {
+            Failure::new(
+                USAGE,
+                format!("cannot find quietwatt's own executable: {e}"),
+            )
+        })?;
         let mut workloads = args
             .workload
             .iter()
             .filter(|w| !w.trim().is_empty())
-            .map(|w| experiment::parse_builtin(w.trim(), threads))
-            .collect::<Result<Vec<_>, _>>()
+            .map(|w| {
+                let spec = experiment::parse_builtin(w.trim(), threads)?;
+                Ok(Workload::builtin(&spec, builtin_workload(&exe, spec)))
+            })
+            .collect::<Result<Vec<_>, String>>()
             .map_err(Failure::usage)?;
         for cw in &args.command_workload {
             let (name, cmd) = cw
@@ -256,10 +283,7 @@ pub fn overhead(env: &Environment, args: OverheadArgs) -> Result<ExitCode, Failu
                 .ok_or_else(|| {
                     Failure::usage(format!("--command-workload '{cw}': give NAME=COMMAND"))
                 })?;
-            workloads.push(Workload {
-                label: name.trim().into(),
-                command: WorkloadCommand::Shell(cmd.trim().into()),
-            });
+            workloads.push(Workload::shell(name.trim(), cmd.trim()));
         }
         let mut monitors = args
             .monitor
@@ -286,13 +310,7 @@ pub fn overhead(env: &Environment, args: OverheadArgs) -> Result<ExitCode, Failu
             args.seed,
         )
         .map_err(|e| Failure::usage(e.to_string()))?;
-        let exe = std::env::current_exe().map_err(|e| {
-            Failure::new(
-                USAGE,
-                format!("cannot find quietwatt's own executable: {e}"),
-            )
-        })?;
-        let mut executor = ProcessExecutor::new(exe, env.root.clone());
+        let mut executor = ProcessExecutor::new(env.root.clone());
         executor.settle = std::time::Duration::from_millis(args.settle_ms);
         let total = plan.schedule().len();
         eprintln!(

@@ -550,7 +550,7 @@ mod tests {
         // energy per event is 0; the 95 % interval must contain it in at least 85 %.
         // (The classical error alone covers it about 56 times in 100 here, HC3 about
         // 90: a few high-leverage bursts are its hard case.)
-        let mut rng = crate::lab::latency::XorShift::new(0xFA_17);
+        let mut rng = crate::rng::XorShift::new(0xFA_17);
         let mut normal = || {
             let (u, v) = (1.0 - rng.unit(), rng.unit());
             (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()

@@ -26,8 +26,8 @@
 use super::cpuidle::CpuidleStates;
 use super::power_profile::{EnergySampler, PowerProfile};
 use super::{pread_u64, EventsError, Result};
-use crate::lab::latency::XorShift;
 use crate::meter::monotonic_ns;
+use crate::rng::XorShift;
 use crate::root::SysRoot;
 use serde::Serialize;
 use std::fs::File;

@@ -8,14 +8,23 @@
 //!   Table III), timed with serialized rdtsc.
 //! - [`workload`]: EP-like, CG-like and idle kernels that time their own solve.
 //! - [`experiment`]: plans of workloads × monitors × frequencies × repetitions, run
-//!   interleaved, recorded to a resumable CSV, analysed into the Appendix A table.
+//!   interleaved, recorded to a resumable CSV, analysed into the Appendix A table;
+//!   its parts are [`plan`], [`results`], [`run`], [`analysis`], [`report`] and
+//!   [`figures`], each re-exported there.
 //! - [`plot`]: box plots of run time per monitor and frequency, and lines against
 //!   the sampling frequency, as SVG.
 //! - [`png`](mod@png): those plots rasterized to PNG, for viewers that show no SVG.
 
+pub mod analysis;
 pub mod experiment;
+pub mod figures;
 pub mod latency;
+mod os;
+pub mod plan;
 pub mod plot;
 pub mod png;
+pub mod report;
+pub mod results;
+pub mod run;
 pub mod stats;
 pub mod workload;

@@ -177,7 +177,7 @@ mod tests {
     }
 
     /// A standard normal draw (Box-Muller) from the lab's seeded generator.
-    fn normal(rng: &mut crate::lab::latency::XorShift) -> f64 {
+    fn normal(rng: &mut crate::rng::XorShift) -> f64 {
         let u = 1.0 - rng.unit(); // (0, 1]: ln never sees 0
         let v = rng.unit();
         (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
@@ -189,7 +189,7 @@ mod tests {
         // a calibrated 95 % interval covers 0.7 in about 190 (binomial sd 3); fewer
         // than 170 means it is too narrow, more than 198 that it is far too wide.
         // Seeded: the same 200 sets every run.
-        let mut rng = crate::lab::latency::XorShift::new(0x0005_EED0_FF17);
+        let mut rng = crate::rng::XorShift::new(0x0005_EED0_FF17);
         let x: Vec<f64> = (1..=8).map(|i| i as f64).collect();
         let mut covered = 0;
         let mut significant = 0;

@@ -8,7 +8,7 @@ use super::energy::EnergyProbe;
 use super::file::Run;
 use super::{Measured, Scenario};
 use crate::error::Result;
-use crate::lab::latency::XorShift;
+use crate::rng::XorShift;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
