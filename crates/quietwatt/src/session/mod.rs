@@ -245,7 +245,10 @@ impl Session {
     /// The rows the sampler has taken so far and the buffer still holds, oldest
     /// first (empty without a rate); they stay in the buffer.
     pub fn samples(&self) -> Vec<SampleRow> {
-        self.state().rows.as_ref().map_or_else(Vec::new, |r| r.rows())
+        self.state()
+            .rows
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.rows())
     }
 
     /// Like [`Session::samples`], and removes them: what a periodic consumer (an
@@ -292,7 +295,14 @@ impl Session {
     /// failed ([`Error::Vanished`], [`Error::CorruptCounter`], ...): a background
     /// session's report then stops at the last good reading, which
     /// [`Session::snapshot`] still gave before `stop`.
-    pub fn stop(mut self) -> Result<Report> {
+    pub fn stop(self) -> Result<Report> {
+        self.stop_with_samples().map(|(r, _)| r)
+    }
+
+    /// Like [`Session::stop`], with the rows still in the buffer, the last
+    /// reading's included: with the rows drained before and the energy of those
+    /// dropped ([`SampleStats::dropped_energy_j`]), they add up to the report.
+    pub fn stop_with_samples(mut self) -> Result<(Report, Vec<SampleRow>)> {
         self.read_now()?;
         let counts = self.join();
         let mut st = self.state();
@@ -301,7 +311,9 @@ impl Session {
         }
         let mut report = self.report_of(&st.meter, &st, None);
         report.overhead = counts.map(|c| Overhead::new(&c, ThreadUsage::default(), c.samples));
-        Ok(report)
+        report.samples = st.rows.as_ref().map(|r| r.stats());
+        let rows = st.rows.as_mut().map_or_else(Vec::new, |r| r.drain());
+        Ok((report, rows))
     }
 
     /// Without a rate, reads the counters and accounts the reading; with a rate,
@@ -369,6 +381,7 @@ impl Session {
             window: window.map(str::to_string),
             energy,
             overhead: None,
+            samples: None,
         }
     }
 }
@@ -432,8 +445,7 @@ impl Source for Fed {
     fn read(&mut self, _out: &mut [u64]) -> Result<()> {
         Err(Error::MechanismUnavailable {
             mechanism: self.mechanism.name(),
-            why: "a session's meter is fed the session's readings and reads nothing itself"
-                .into(),
+            why: "a session's meter is fed the session's readings and reads nothing itself".into(),
         })
     }
 

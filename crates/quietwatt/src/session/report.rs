@@ -1,6 +1,7 @@
 //! A session's result: [`EnergyReport`] with typed handles beside it, serialized
 //! to the same JSON as `quietwatt run --json`.
 
+use super::samples::SampleStats;
 use crate::domain::{Domain, DomainId};
 use crate::meter::{DomainEnergy, EnergyReport};
 use crate::overhead::Overhead;
@@ -37,6 +38,11 @@ pub struct Report {
     /// absent without a rate, where the cost is the start and stop reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overhead: Option<Overhead>,
+    /// The sample buffer at the end of a session with a rate: its bound, the rows
+    /// handed out, and those dropped with their energy (`kept` is what
+    /// [`crate::Session::stop_with_samples`] returned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<SampleStats>,
 }
 
 impl Report {
