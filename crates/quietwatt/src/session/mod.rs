@@ -114,11 +114,6 @@ impl SessionConfig {
         self.samples_kept = rows.max(1);
         self
     }
-
-    /// The rate set, if any.
-    pub fn rate_hz(&self) -> Option<Hertz> {
-        self.rate
-    }
 }
 
 /// A measurement in progress. `Send + Sync`: it can be shared (in an `Arc`) with
@@ -451,5 +446,36 @@ impl Source for Fed {
 
     fn notes(&self) -> &[String] {
         &self.notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session is shared with the threads that snapshot it (an exporter's, a
+    /// Python runtime's): it must stay `Send + Sync`.
+    #[test]
+    fn a_session_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Session>();
+        shared::<Report>();
+    }
+
+    #[test]
+    fn the_in_kernel_mechanisms_are_refused_before_anything_is_opened() {
+        let err = Session::start(
+            SessionConfig::default()
+                .root(SysRoot::new("/nonexistent"))
+                .mechanism(Mechanism::Ebpf),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            Error::MechanismUnavailable {
+                mechanism: "ebpf",
+                ..
+            }
+        ));
     }
 }
