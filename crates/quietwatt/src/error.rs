@@ -131,6 +131,14 @@ pub enum Error {
         /// What is wrong, and what to do.
         why: String,
     },
+    /// A session was asked to end a window that is not open.
+    #[error("no window named '{name}' is open in this session (open: {open})")]
+    UnknownWindow {
+        /// The name asked for.
+        name: String,
+        /// The windows open, oldest first.
+        open: String,
+    },
     /// Measured data that a least-squares fit cannot use (too few runs, one count only).
     #[error("cannot fit {what}: {why}")]
     Fit {

@@ -33,6 +33,42 @@
 //!   the papers' statistics.
 //! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
 //!   by paper 003's method, attribution of a command's energy to them, validation.
+//! - [`session`]: a region of a program measured from inside it (start/stop reads, or
+//!   a sampler thread), with snapshots, samples and named windows.
+//!
+//! # Example
+//!
+//! ```
+//! use quietwatt::{Hertz, Session, SessionConfig};
+//!
+//! fn region() -> Result<(), quietwatt::Error> {
+//!     // A closure between two readings: no thread, the cheapest measurement.
+//!     let (sum, report) = quietwatt::measure(SessionConfig::from_env(), || {
+//!         (0..1_000_000u64).sum::<u64>()
+//!     })?;
+//!     println!("{sum}: {:?} ± {:?} ({})", report.total(), report.total_uncertainty(),
+//!         report.energy.total_rule);
+//!
+//!     // A long region guarded by a sampler thread at 200 Hz, with a named window.
+//!     let rate = Hertz::new(200.0).expect("a valid rate");
+//!     let session = Session::start(SessionConfig::from_env().rate(rate))?;
+//!     session.begin_window("phase 1")?;
+//!     std::thread::sleep(std::time::Duration::from_millis(20));
+//!     let phase = session.end_window("phase 1")?;
+//!     let so_far = session.snapshot()?;
+//!     let rows = session.drain_samples(); // (t_ns, joules per channel) since the start
+//!     let report = session.stop()?; // also on drop: the thread is always joined
+//!     println!("{:?} of {:?} in {} rows", phase.total(), so_far.total(), rows.len());
+//!     // The JSON object of `quietwatt run --json`.
+//!     println!("{}", serde_json::to_string(&report).expect("a report serializes"));
+//!     Ok(())
+//! }
+//!
+//! // Runs on any machine: without RAPL the session says why it cannot start.
+//! if let Err(e) = region() {
+//!     eprintln!("{e}");
+//! }
+//! ```
 #![warn(missing_docs)]
 
 pub use quietwatt_core::{counter, domain, units};
@@ -81,6 +117,7 @@ pub mod quirks;
 pub mod record;
 pub mod rng;
 pub mod sampler;
+pub mod session;
 pub mod sink;
 pub mod source;
 pub mod ticker;
@@ -92,6 +129,7 @@ pub use meter::{EnergyReport, Meter};
 pub use overhead::Overhead;
 pub use record::{EngineConfig, Recording};
 pub use sampler::{FreqArg, Rate};
+pub use session::{measure, Report, SampleRow, Session, SessionConfig};
 pub use sink::{Format, Metadata, Sink};
 pub use source::{Mechanism, Selection, Source};
 pub use ticker::Hertz;
