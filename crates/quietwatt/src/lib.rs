@@ -30,7 +30,13 @@
 //!   the papers' statistics.
 //! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
 //!   by paper 003's method, attribution of a command's energy to them, validation.
-#![warn(missing_docs)]
+//!
+//! Cargo features (see the crate's `Cargo.toml`): `bpf` (default) builds the ebpf
+//! mechanism and the BPF event programs, with libbpf and clang; `png` (default) the
+//! PNG rasterization of the lab's plots, with resvg; `testing` exposes the software
+//! stand-ins for RAPL used by tests and benchmarks. With `default-features = false`
+//! the library reads powercap, msr, perf and perf-ring with a Rust toolchain only.
+#![deny(missing_docs)]
 
 pub mod consistency;
 pub mod counter;
@@ -50,6 +56,7 @@ pub use units::{EnergyUnit, Joules, Watts};
 /// Declares `mod skel` holding the skeleton that `build.rs` generated for
 /// `src/bpf/NAME.bpf.c` (libbpf-cargo: the C structs as Rust types, the object
 /// embedded). Generated code: the crate's lints do not apply to it.
+#[cfg(feature = "bpf")]
 macro_rules! bpf_skeleton {
     ($name:literal) => {
         #[allow(

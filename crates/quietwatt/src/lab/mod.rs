@@ -11,11 +11,13 @@
 //!   interleaved, recorded to a resumable CSV, analysed into the Appendix A table.
 //! - [`plot`]: box plots of run time per monitor and frequency, and lines against
 //!   the sampling frequency, as SVG.
-//! - [`png`](mod@png): those plots rasterized to PNG, for viewers that show no SVG.
+//! - `png` (the `png` cargo feature, on by default): those plots rasterized to PNG,
+//!   for viewers that show no SVG.
 
 pub mod experiment;
 pub mod latency;
 pub mod plot;
+#[cfg(feature = "png")]
 pub mod png;
 pub mod stats;
 pub mod workload;
