@@ -27,9 +27,9 @@
 //! the command line) run it on machines without RAPL with software counters
 //! (`stand_in_specs`, with the `testing` feature) in place of the energy events.
 //!
-//! [`ebpf`] needs the `bpf` cargo feature (libbpf, and clang at build time); without
-//! it [`open`] answers [`Error::FeatureDisabled`] for [`Mechanism::Ebpf`]. perf-ring
-//! needs no BPF and is always built.
+//! The ebpf mechanism needs the `bpf` cargo feature (libbpf, and clang at build
+//! time); without it [`open`] answers [`Error::FeatureDisabled`] for
+//! [`Mechanism::Ebpf`]. perf-ring needs no BPF and is always built.
 //!
 //! Whether the kernel accepts a RAPL event in a software-led group (it does, through
 //! `move_group`, since the RAPL PMU does not look at the group) is worked out from
