@@ -7,14 +7,29 @@
 //! The programs include only `<linux/bpf.h>` (linux-libc-dev) and libbpf's
 //! `bpf_helpers.h` (which libbpf-cargo extracts from libbpf-sys): no bpftool, no
 //! vmlinux.h, no network. `scripts/setup-deps.sh` installs clang.
+//!
+//! All of it only with the `bpf` feature (on by default): without it this script
+//! does nothing, and libbpf-cargo, an optional build-dependency, is not even built.
 
+#[cfg(feature = "bpf")]
 use std::env;
+#[cfg(feature = "bpf")]
 use std::ffi::OsString;
+#[cfg(feature = "bpf")]
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+#[cfg(feature = "bpf")]
 const BPF_DIR: &str = "src/bpf";
 
+#[cfg(not(feature = "bpf"))]
+fn main() -> ExitCode {
+    // No BPF program to build: nothing to do, and nothing to rerun for but this file.
+    println!("cargo:rerun-if-changed=build.rs");
+    ExitCode::SUCCESS
+}
+
+#[cfg(feature = "bpf")]
 fn main() -> ExitCode {
     // The directory too: a program added there is built without touching this file.
     println!("cargo:rerun-if-changed={BPF_DIR}");

@@ -31,7 +31,7 @@
 //! - [`msr`]: the register file behind `/dev/cpu/N/msr`.
 //! - `namespace`: the `enter.sh` script.
 //! - `fs`: the FUSE glue; `emulator`: the mounted handle.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod config;
 mod cpuinfo;

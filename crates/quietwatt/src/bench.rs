@@ -18,7 +18,6 @@
 //! RAPL source opens, a stand-in source preads a real sysfs or procfs file per
 //! channel, so every tick costs real syscalls.
 
-use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{process_cpu_ns, LatencyHistogram, Lateness, SamplerCounts, ThreadUsage};
@@ -26,102 +25,23 @@ use crate::record::{record, EngineConfig};
 use crate::root::SysRoot;
 use crate::sampler::{self, Rate, Setup};
 use crate::sink::{CsvSink, Metadata, OutputFile, Sample, Sink};
-use crate::source::{Channel, Mechanism, Source};
+use crate::source::{Channel, Source};
 use crate::ticker::{Hertz, Pacer, Pacing, TimerFd};
-use crate::units::{EnergyUnit, Joules};
-use crate::Wrap;
+use crate::units::Joules;
 use serde::Serialize;
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-/// Files the stand-in source can pread, cheapest first: a sysfs counter like
-/// `energy_uj`, else a procfs file every Linux has.
-const STAND_IN_FILES: [&str; 2] = [
-    "/sys/devices/system/cpu/cpu0/cpuidle/state0/usage",
-    "/proc/self/stat",
-];
-
-/// A source that is not RAPL: it preads a real file once per channel per read (the
-/// syscall a powercap read costs) and reports a synthetic counter of 1 W per
-/// channel index + 1. For benchmarking the sampling loop where no RAPL opens.
-#[derive(Debug)]
-pub struct StandIn {
-    channels: Vec<Channel>,
-    file: File,
-    start_ns: u64,
-}
-
-impl StandIn {
-    /// Opens the first readable stand-in file under `root`, with `n` channels
-    /// (package and dram of socket 0 for 2).
-    pub fn open(root: &SysRoot, n: usize) -> Result<StandIn> {
-        let mut last_err = None;
-        for rel in STAND_IN_FILES {
-            let path = root.path(rel);
-            match File::open(&path) {
-                Ok(file) => {
-                    let domains = [Domain::Package, Domain::Dram, Domain::Core, Domain::Uncore];
-                    let channels = (0..n)
-                        .map(|i| Channel {
-                            id: DomainId::new(
-                                (i / domains.len()) as u32,
-                                domains[i % domains.len()],
-                            ),
-                            unit: EnergyUnit::Microjoule,
-                            wrap: Wrap::PERF,
-                            origin: path.clone(),
-                            limit: None,
-                        })
-                        .collect();
-                    return Ok(StandIn {
-                        channels,
-                        file,
-                        start_ns: monotonic_ns(),
-                    });
-                }
-                Err(e) => last_err = Some(Error::io(&path, e)),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| Error::NoDomains {
-            mechanism: "stand-in",
-            root: root.dir().to_path_buf(),
-            why: "no file to read".into(),
-        }))
-    }
-
-    /// The file read on every tick.
-    pub fn path(&self) -> &Path {
-        &self.channels[0].origin
-    }
-}
-
-impl Source for StandIn {
-    fn mechanism(&self) -> Mechanism {
-        // It costs what a powercap read costs: one pread of a small text file.
-        Mechanism::Powercap
-    }
-
-    fn channels(&self) -> &[Channel] {
-        &self.channels
-    }
-
-    fn read(&mut self, out: &mut [u64]) -> Result<()> {
-        let mut buf = [0u8; 64];
-        for (i, slot) in out.iter_mut().enumerate() {
-            self.file
-                .read_at(&mut buf, 0)
-                .map_err(|e| Error::io(&self.channels[i].origin, e))?;
-            // µJ at (i + 1) W: ns / 1000 * (i + 1).
-            *slot = (monotonic_ns() - self.start_ns) / 1000 * (i as u64 + 1);
-        }
-        Ok(())
-    }
-}
+// The stand-in source is the crate's own (the `pread-stand-in` lab monitor, the
+// tests) and public only with the `testing` feature: it is not energy.
+mod stand_in;
+#[cfg(any(test, feature = "testing"))]
+pub use stand_in::StandIn;
+#[cfg(not(any(test, feature = "testing")))]
+pub(crate) use stand_in::StandIn;
 
 /// The loops compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

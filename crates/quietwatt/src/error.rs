@@ -114,6 +114,17 @@ pub enum Error {
         /// Why, and the fix.
         why: String,
     },
+    /// A mechanism this build of the library left out: its cargo feature is off.
+    #[error(
+        "mechanism {mechanism} is not in this build: quietwatt was compiled without its `{feature}` feature \
+         (enable it: `quietwatt = {{ version = \"...\", features = [\"{feature}\"] }}`)"
+    )]
+    FeatureDisabled {
+        /// The mechanism.
+        mechanism: &'static str,
+        /// The cargo feature that builds it.
+        feature: &'static str,
+    },
     /// An energy-model scenario could not set itself up or run (mmap, fork, a pipe,
     /// a thread, a perf counter).
     #[error("model scenario: cannot {what}: {source}")]

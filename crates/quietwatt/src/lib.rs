@@ -36,6 +36,12 @@
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
 //!   a sampler thread), with snapshots, samples and named windows.
 //!
+//! Cargo features (see the crate's `Cargo.toml`): `bpf` (default) builds the ebpf
+//! mechanism and the BPF event programs, with libbpf and clang; `png` (default) the
+//! PNG rasterization of the lab's plots, with resvg; `testing` exposes the software
+//! stand-ins for RAPL used by tests and benchmarks. With `default-features = false`
+//! the library reads powercap, msr, perf and perf-ring with a Rust toolchain only.
+//!
 //! # Example
 //!
 //! ```
@@ -69,7 +75,7 @@
 //!     eprintln!("{e}");
 //! }
 //! ```
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub use quietwatt_core::{counter, domain, units};
 
@@ -88,6 +94,7 @@ pub use units::{EnergyUnit, Joules, Watts};
 /// Declares `mod skel` holding the skeleton that `build.rs` generated for
 /// `src/bpf/NAME.bpf.c` (libbpf-cargo: the C structs as Rust types, the object
 /// embedded). Generated code: the crate's lints do not apply to it.
+#[cfg(feature = "bpf")]
 macro_rules! bpf_skeleton {
     ($name:literal) => {
         #[allow(

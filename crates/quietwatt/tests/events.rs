@@ -286,6 +286,7 @@ fn the_recorded_csv_holds_the_faults_of_the_window_on_the_energy_clock() {
 
 /// Threads pinned to each CPU of `cpus` sleeping 1 ms at a time for `d`: every CPU
 /// goes idle about once a millisecond, even on a machine with other work.
+#[cfg(feature = "bpf")]
 fn idle_every_cpu(cpus: &[u32], d: Duration) {
     let hs: Vec<_> = cpus
         .iter()
@@ -307,6 +308,8 @@ fn idle_every_cpu(cpus: &[u32], d: Duration) {
 /// Per CPU: (perf entries, BPF entries, cpuidle entries) over 1-ms sleeps on every
 /// CPU, in 250-ms rounds until every CPU has `want` cpuidle entries or `limit`
 /// passes, through counters opened with `kind` as the BPF attach kind.
+// BPF (the `bpf` feature, on by default).
+#[cfg(feature = "bpf")]
 fn idle_entries_per_cpu(
     kind: quietwatt::events::bpf_idle::AttachKind,
     want: u64,
@@ -383,6 +386,8 @@ fn idle_entries_per_cpu(
         .collect()
 }
 
+// BPF (the `bpf` feature, on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn bpf_counts_cpu_idle_on_every_cpu_within_10_percent_of_cpuidle() {
     use quietwatt::events::bpf_idle::{AttachKind, BpfIdle};
@@ -415,6 +420,8 @@ fn bpf_counts_cpu_idle_on_every_cpu_within_10_percent_of_cpuidle() {
 /// Which mechanism sees power:cpu_idle on which CPU, printed for the record (run with
 /// `--nocapture`); asserts that every kind loads and counts CPU 0, and leaves perf's
 /// count on CPU 0 intact.
+// BPF (the `bpf` feature, on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn every_bpf_attach_kind_loads_and_sees_cpu0() {
     use quietwatt::events::bpf_idle::AttachKind;
@@ -458,6 +465,8 @@ fn parse_rows(text: &str) -> Vec<(u64, u32, String, u64)> {
         .collect()
 }
 
+// BPF (the `bpf` feature, on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
     const N: usize = 3000;
@@ -568,6 +577,8 @@ fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
     }
 }
 
+// BPF (the `bpf` feature, on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn a_full_trace_ring_too_small_for_a_burst_counts_what_it_dropped() {
     // A one-page ring holds 128 records; 3 000 faults between two drains overflow

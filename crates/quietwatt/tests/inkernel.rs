@@ -115,6 +115,13 @@ impl Sink for Collect {
     }
 }
 
+/// The in-kernel mechanisms of this build: ebpf needs the `bpf` feature.
+const IN_KERNEL: &[Mechanism] = if cfg!(feature = "bpf") {
+    &[Mechanism::Ebpf, Mechanism::PerfRing]
+} else {
+    &[Mechanism::PerfRing]
+};
+
 fn hz(f: f64) -> Hertz {
     Hertz::new(f).expect("a valid test frequency")
 }
@@ -246,6 +253,8 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     eprintln!("{m}: {rate:.1} records/s\n{o}\n{k}");
 }
 
+// The ebpf mechanism needs the `bpf` feature (on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn ebpf_records_1khz_on_cpu0_and_its_deltas_sum_to_the_counter_total() {
     records_at_1khz_on_cpu0(Mechanism::Ebpf);
@@ -308,6 +317,8 @@ fn lost_samples_are_counted_and_their_energy_kept(m: Mechanism) {
     assert!(checked > 0, "{m}: no received sample followed a loss");
 }
 
+// The ebpf mechanism needs the `bpf` feature (on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn ebpf_counts_lost_samples_and_keeps_their_energy() {
     lost_samples_are_counted_and_their_energy_kept(Mechanism::Ebpf);
@@ -320,6 +331,7 @@ fn perf_ring_counts_lost_samples_and_keeps_their_energy() {
 
 /// Drops every effective capability of the calling thread only (capset acts on one
 /// thread), so that it runs as an unprivileged user would.
+#[cfg(feature = "bpf")]
 fn drop_effective_capabilities() {
     #[repr(C)]
     struct Header {
@@ -357,6 +369,8 @@ fn drop_effective_capabilities() {
     }
 }
 
+// The ebpf mechanism needs the `bpf` feature (on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn without_privileges_ebpf_names_cap_bpf_and_cap_perfmon() {
     let msg = std::thread::spawn(|| {
@@ -416,6 +430,8 @@ fn measures_a_command_from_spawn_to_exit(m: Mechanism) {
     assert!(r.kernel.drains <= 2, "{m}: {:?}", r.kernel);
 }
 
+// The ebpf mechanism needs the `bpf` feature (on by default).
+#[cfg(feature = "bpf")]
 #[test]
 fn ebpf_measures_a_command_from_spawn_to_exit() {
     measures_a_command_from_spawn_to_exit(Mechanism::Ebpf);
@@ -429,7 +445,7 @@ fn perf_ring_measures_a_command_from_spawn_to_exit() {
 #[test]
 fn the_machinery_check_works_on_this_kernel_and_probing_without_rapl_says_why() {
     let _one = serial();
-    for m in [Mechanism::Ebpf, Mechanism::PerfRing] {
+    for &m in IN_KERNEL {
         inkernel::check_machinery(m).unwrap_or_else(|e| panic!("{m}: {e}"));
     }
     // Under an emulated root without a power PMU: unavailable, with the reason.

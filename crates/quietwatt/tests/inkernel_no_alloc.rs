@@ -56,7 +56,13 @@ fn draining_allocates_nothing_per_sample() {
             std::hint::spin_loop();
         }
     });
-    for m in [Mechanism::Ebpf, Mechanism::PerfRing] {
+    // ebpf needs the `bpf` feature (on by default).
+    let mechanisms: &[Mechanism] = if cfg!(feature = "bpf") {
+        &[Mechanism::Ebpf, Mechanism::PerfRing]
+    } else {
+        &[Mechanism::PerfRing]
+    };
+    for &m in mechanisms {
         let mut storage = Storage::new();
         let mut s = match open_specs(&mut storage, m, stand_in_specs(0), hz(1000.0), hz(2.0)) {
             Ok(Opened::InKernel(s)) => s,

@@ -25,13 +25,18 @@
 //!
 //! The code is the same whatever the events: the tests (and `--stand-in-events` on
 //! the command line) run it on machines without RAPL with software counters
-//! ([`stand_in_specs`]) in place of the energy events.
+//! (`stand_in_specs`, with the `testing` feature) in place of the energy events.
+//!
+//! The ebpf mechanism needs the `bpf` cargo feature (libbpf, and clang at build
+//! time); without it [`open`] answers [`Error::FeatureDisabled`] for
+//! [`Mechanism::Ebpf`]. perf-ring needs no BPF and is always built.
 //!
 //! Whether the kernel accepts a RAPL event in a software-led group (it does, through
 //! `move_group`, since the RAPL PMU does not look at the group) is worked out from
 //! the kernel sources in `docs/in-kernel-sampling.md`; [`perf_ring`] still detects a
 //! refusal at open time and [`open`] then falls back to polling the same events.
 
+#[cfg(feature = "bpf")]
 pub mod ebpf;
 pub mod engine;
 pub mod perf_ring;
@@ -133,7 +138,7 @@ pub trait KernelSampler: Send {
 /// Where the BPF object lives while a sampler uses it: the generated skeleton
 /// borrows it, so it must outlive the sampler. Make one, then [`open`].
 #[derive(Default)]
-pub struct Storage(pub(crate) ebpf::ObjectStorage);
+pub struct Storage(#[cfg(feature = "bpf")] pub(crate) ebpf::ObjectStorage);
 
 impl Storage {
     /// Empty storage.
@@ -175,7 +180,7 @@ pub fn open<'s>(
 }
 
 /// Like [`open`] on explicit events (any PMU, software events included): the tests
-/// and `--stand-in-events` use it with [`stand_in_specs`].
+/// and `--stand-in-events` use it with the stand-ins (`stand_in_specs`).
 pub fn open_specs(
     storage: &mut Storage,
     mechanism: Mechanism,
@@ -199,12 +204,21 @@ fn open_plan(
         plan.notes.push(n);
     }
     match plan.mechanism {
+        #[cfg(feature = "bpf")]
         Mechanism::Ebpf => Ok(Opened::InKernel(Box::new(ebpf::EbpfSampler::open(
             &mut storage.0,
             plan,
             freq,
             drain,
         )?))),
+        #[cfg(not(feature = "bpf"))]
+        Mechanism::Ebpf => {
+            let _ = storage;
+            Err(Error::FeatureDisabled {
+                mechanism: Mechanism::Ebpf.name(),
+                feature: "bpf",
+            })
+        }
         Mechanism::PerfRing => {
             let specs: Vec<EventSpec> = plan.groups.iter().flat_map(|g| g.events.clone()).collect();
             match perf_ring::PerfRingSampler::open(plan, freq, drain) {
@@ -258,7 +272,15 @@ pub fn probe(root: &SysRoot, mechanism: Mechanism) -> (Result<Vec<Channel>>, Vec
 /// Software counters standing in for the energy events on `cpu`: `cpu-clock` as
 /// the package and `task-clock` as the core (nanoseconds, reported as "joules" of
 /// 1e-9). They exercise exactly the code the RAPL events go through, on any machine.
+/// With the `testing` feature (test stand-ins are not energy: they are kept out of
+/// the default API).
+#[cfg(any(test, feature = "testing"))]
 pub fn stand_in_specs(cpu: u32) -> Vec<EventSpec> {
+    stand_ins(cpu)
+}
+
+/// [`check_machinery`]'s events, whatever the features.
+fn stand_ins(cpu: u32) -> Vec<EventSpec> {
     use perf_event_open_sys::bindings::{
         PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK, PERF_TYPE_SOFTWARE,
     };
@@ -529,14 +551,14 @@ pub(crate) fn cpu_clock_attr(period_ns: u64) -> perf_event_open_sys::bindings::p
 }
 
 /// Whether `mechanism`'s in-kernel machinery works on this kernel whatever the
-/// energy events: it is opened on [`stand_in_specs`] of CPU 0 (loaded, attached,
+/// energy events: it is opened on the stand-ins of CPU 0 (loaded, attached,
 /// read once, never started). For `doctor` on machines without RAPL.
 pub fn check_machinery(mechanism: Mechanism) -> Result<()> {
     let mut storage = Storage::new();
     let opened = open_specs(
         &mut storage,
         mechanism,
-        stand_in_specs(0),
+        stand_ins(0),
         Hertz::clamped(10.0),
         Hertz::clamped(DEFAULT_DRAIN_HZ),
     );
@@ -645,6 +667,37 @@ mod tests {
         // A limit that allows 10 s of tickless idle at this rate: nothing to say.
         assert!(throttle_note(Mechanism::Ebpf, 10_000_000.0, hz(1000.0)).is_none());
         assert!(throttle_note(Mechanism::Ebpf, 100_000.0, hz(10.0)).is_none());
+    }
+
+    // Without the feature, asking for ebpf is an error that names it, not a missing
+    // symbol: before any event is opened or any BPF is tried.
+    #[cfg(not(feature = "bpf"))]
+    #[test]
+    fn without_the_bpf_feature_ebpf_opens_to_a_feature_disabled_error() {
+        let mut storage = Storage::new();
+        let hz = Hertz::clamped;
+        let e = open_specs(
+            &mut storage,
+            Mechanism::Ebpf,
+            stand_in_specs(0),
+            hz(10.0),
+            hz(1.0),
+        )
+        .err()
+        .expect("no ebpf without the bpf feature");
+        assert!(
+            matches!(
+                e,
+                Error::FeatureDisabled {
+                    mechanism: "ebpf",
+                    feature: "bpf"
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("`bpf` feature"), "{e}");
+        let e = check_machinery(Mechanism::Ebpf).unwrap_err();
+        assert!(matches!(e, Error::FeatureDisabled { .. }), "{e:?}");
     }
 
     #[test]

@@ -115,6 +115,9 @@ const BPF_RINGBUF_DISCARD_BIT: u32 = 1 << 30;
 const BPF_RINGBUF_HDR_SZ: usize = 8;
 
 /// A BPF ring buffer mapped for reading.
+// Plain shared memory, no libbpf: built (and tested) whatever the features, read
+// by the BPF users only.
+#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct BpfRing {
     consumer: Mapping,
@@ -123,6 +126,7 @@ pub(crate) struct BpfRing {
     page: usize,
 }
 
+#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 impl BpfRing {
     /// Maps the ring buffer map `fd` of `size` data bytes (a power of two).
     pub(crate) fn new(fd: BorrowedFd<'_>, size: usize) -> io::Result<BpfRing> {

@@ -13,7 +13,8 @@
 //!   [`figures`], each re-exported there.
 //! - [`plot`]: box plots of run time per monitor and frequency, and lines against
 //!   the sampling frequency, as SVG.
-//! - [`png`](mod@png): those plots rasterized to PNG, for viewers that show no SVG.
+//! - `png` (the `png` cargo feature, on by default): those plots rasterized to PNG,
+//!   for viewers that show no SVG.
 
 pub mod analysis;
 pub mod experiment;
@@ -22,6 +23,7 @@ pub mod latency;
 mod os;
 pub mod plan;
 pub mod plot;
+#[cfg(feature = "png")]
 pub mod png;
 pub mod report;
 pub mod results;

@@ -1,0 +1,76 @@
+//! The library without its default features stays lean: `cargo tree` of
+//! `quietwatt --no-default-features` (normal and build dependencies) holds neither
+//! libbpf (whose build needs clang, libelf and zlib) nor the PNG renderer. Cheap: it
+//! resolves the locked dependency graph offline and compiles nothing.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The dependency crates `cargo tree` lists for `quietwatt` with `args`, one
+/// `name vX.Y.Z` line each, deduplicated.
+fn tree(args: &[&str]) -> Vec<String> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(env!("CARGO"))
+        .current_dir(&workspace)
+        .args(["tree", "-p", "quietwatt", "-e", "normal,build"])
+        .args(["--prefix", "none", "--offline", "--locked"])
+        .args(args)
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo tree {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<String> = String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines.dedup();
+    lines
+}
+
+/// Lines of `tree` for the crates that need more than a Rust toolchain.
+fn heavy(tree: &[String]) -> Vec<&String> {
+    tree.iter()
+        .filter(|l| l.starts_with("libbpf") || l.starts_with("resvg") || l.starts_with("png "))
+        .collect()
+}
+
+#[test]
+fn without_default_features_there_is_no_libbpf_resvg_or_png() {
+    let lean = tree(&["--no-default-features"]);
+    // The tree is really there: the crate itself and what it always uses.
+    assert!(
+        lean.iter().any(|l| l.starts_with("quietwatt v")),
+        "{lean:?}"
+    );
+    assert!(lean.iter().any(|l| l.starts_with("rustix v")), "{lean:?}");
+    assert_eq!(heavy(&lean), Vec::<&String>::new(), "{lean:#?}");
+}
+
+#[test]
+fn the_default_features_bring_libbpf_and_the_png_renderer() {
+    // The same filter does see them when they are there: the lean check above can fail.
+    let full = tree(&[]);
+    let found: Vec<&str> = heavy(&full)
+        .iter()
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
+    for name in ["libbpf-rs", "libbpf-sys", "libbpf-cargo", "resvg", "png"] {
+        assert!(found.contains(&name), "{name} missing from {found:?}");
+    }
+    // Each feature alone brings its own only.
+    let bpf = tree(&["--no-default-features", "--features", "bpf"]);
+    assert!(
+        heavy(&bpf).iter().all(|l| l.starts_with("libbpf")),
+        "{bpf:#?}"
+    );
+    let png = tree(&["--no-default-features", "--features", "png"]);
+    assert!(
+        heavy(&png).iter().all(|l| !l.starts_with("libbpf")) && !heavy(&png).is_empty(),
+        "{png:#?}"
+    );
+}
