@@ -3,6 +3,11 @@
 //! A thin layer over the `quietwatt` library: parses arguments, explains errors,
 //! chooses exit codes.
 
+// First: its println!/eprintln! replace std's in every module below (never a panic
+// on a closed pipe).
+#[macro_use]
+mod out;
+
 mod commands;
 mod emulate_cmd;
 mod emulated;
