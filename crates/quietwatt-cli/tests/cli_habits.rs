@@ -119,3 +119,140 @@ fn a_reader_that_goes_away_mid_recording_leaves_a_complete_file() {
     assert_eq!(code.trim(), "0", "a panic exits 101");
     assert!(csv_rows(&std::fs::read_to_string(&out).unwrap()).len() > 5);
 }
+
+/// Process ids whose parent is `pid`, with their names.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": the name may hold spaces, not ')' at its end.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 2..]
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok());
+        if ppid == Some(pid) {
+            out.push((p, comm));
+        }
+    }
+    out
+}
+
+/// Waits (up to a minute: CI is loaded) for a process named `name` below `pid`.
+fn wait_for_descendant(pid: u32, name: &str) -> u32 {
+    let start = Instant::now();
+    loop {
+        let mut queue = vec![pid];
+        while let Some(p) = queue.pop() {
+            for (c, comm) in children(p) {
+                if comm == name {
+                    return c;
+                }
+                queue.push(c);
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no {name} under {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `quietwatt run ARGS`, waits for its `sleep`, sends `sig` to quietwatt;
+/// returns its output, the time from the signal to its end, and the sleep's pid.
+fn signal_run(root: &Path, args: &[&str], sig: i32) -> (Output, Duration, u32) {
+    let child = qw(root)
+        .arg("run")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sleep = wait_for_descendant(child.id(), "sleep");
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    let o = child.wait_with_output().unwrap();
+    (o, sent.elapsed(), sleep)
+}
+
+#[test]
+fn sigterm_to_run_is_forwarded_and_run_exits_128_plus_15_with_the_energy_so_far() {
+    let m = mount(EmulatorConfig::default());
+    let (o, took, _) = signal_run(
+        m.root(),
+        &["-m", "powercap", "--", "sleep", "30"],
+        libc::SIGTERM,
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: the command was not signalled"
+    );
+    assert!(err.contains("Energy of 'sleep 30'"), "{err}");
+    assert!(err.contains("total"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn sighup_and_sigint_are_forwarded_too() {
+    let m = mount(EmulatorConfig::default());
+    for (sig, code) in [(libc::SIGHUP, 129), (libc::SIGINT, 130)] {
+        let (o, took, _) = signal_run(m.root(), &["-m", "powercap", "--", "sleep", "30"], sig);
+        assert_eq!(o.status.code(), Some(code), "signal {sig}: {}", stderr(&o));
+        assert!(took < Duration::from_secs(20), "took {took:?}");
+    }
+}
+
+#[test]
+fn a_command_that_handles_the_signal_gives_its_own_exit_code() {
+    let m = mount(EmulatorConfig::default());
+    // The trap is set before the sleep starts, so it is in place once the sleep is seen.
+    let script = "trap 'kill $p; exit 7' TERM; sleep 30 & p=$!; wait";
+    let (o, took, _) = signal_run(
+        m.root(),
+        &["-m", "powercap", "--", "sh", "-c", script],
+        libc::SIGTERM,
+    );
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+#[test]
+fn a_command_that_leads_its_own_process_group_gets_the_signal_group_wide() {
+    // setsid makes the shell a group leader; the group gets SIGTERM, so its
+    // background sleep ends with it instead of living on for 30 s.
+    let m = mount(EmulatorConfig::default());
+    let args = [
+        "-m",
+        "powercap",
+        "--",
+        "setsid",
+        "sh",
+        "-c",
+        "sleep 30 & wait",
+    ];
+    let (o, took, sleep) = signal_run(m.root(), &args, libc::SIGTERM);
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let start = Instant::now();
+    // Gone, or a zombie waiting for init to reap it.
+    while std::fs::read_to_string(format!("/proc/{sleep}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the group's sleep lives on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -3,7 +3,7 @@
 use super::{append_warnings, rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
-use quietwatt::command::{measure, MeasuredCommand};
+use quietwatt::command::{measure_watched, MeasuredCommand};
 use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitCode;
@@ -94,7 +94,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ),
         None => None,
     };
-    let m = measure(&mut meter, &mut cmd, &config)?;
+    let m = measure_watched(
+        &mut meter,
+        &mut cmd,
+        &config,
+        &mut crate::signals::forward_to_command,
+    )?;
     let estimate = attributor.map(|a| a.finish()).transpose()?;
     let exit_code = exit_code(m.status);
     for w in &m.warnings {
