@@ -256,3 +256,76 @@ fn a_command_that_leads_its_own_process_group_gets_the_signal_group_wide() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn options_before_the_double_dash_parse_and_unknown_ones_are_refused_before_anything_runs() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch '{}'", marker.display());
+    // Known options after the subcommand, and the command's own options after it.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run", "-m", "powercap", "--json", "-f", "20", "--", "sh", "-c", &touch,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("--json parsed");
+    assert_eq!(v["freq_hz"], 20.0);
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+    // An unknown option is clap's usage error, not a command named '-r'.
+    let o = quietwatt(m.root(), &["run", "-r", "3", "--", "sh", "-c", &touch]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unexpected argument '-r'"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("cannot run"), "{}", stderr(&o));
+    assert!(!marker.exists());
+    // The command's options stay the command's without `--` too.
+    let o = quietwatt(m.root(), &["run", "-m", "powercap", "sh", "-c", "exit 4"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+}
+
+#[test]
+fn a_missing_command_exits_127_and_one_that_cannot_execute_126() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let o = quietwatt(m.root(), &["run", "--", "no-such-command-quietwatt"]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(stderr(&o).contains("command not found"), "{}", stderr(&o));
+    let o = quietwatt(
+        m.root(),
+        &["run", "--", dir.path().join("absent").to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    let text = dir.path().join("not-executable");
+    std::fs::write(&text, "echo hi\n").unwrap();
+    let o = quietwatt(m.root(), &["run", "--", text.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+#[test]
+fn without_rapl_run_still_runs_the_command_and_says_not_supported() {
+    // An empty root: no powercap, no msr, no perf PMU.
+    let dir = tempfile::tempdir().unwrap();
+    let o = quietwatt(dir.path(), &["run", "--", "sh", "-c", "echo out; exit 5"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "out\n");
+    assert!(stderr(&o).contains("<not supported>"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("quietwatt doctor"), "{}", stderr(&o));
+    let o = quietwatt(dir.path(), &["run", "--json", "--", "true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("JSON");
+    assert_eq!(v["energy_supported"], false);
+    assert_eq!(v["exit_code"], 0);
+    // Unless energy is required, or a mechanism named.
+    let o = quietwatt(dir.path(), &["run", "--require-energy", "--", "true"]);
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    let o = quietwatt(dir.path(), &["run", "-m", "powercap", "--", "true"]);
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+}

@@ -92,8 +92,10 @@ pub fn record_command(
     })
 }
 
-/// Starts `cmd` and waits for its end (a pidfd; every 10 ms on kernels before 5.3).
-fn spawn_and_wait(cmd: &mut Command, watch: &mut dyn FnMut(ChildEvent)) -> Result<ExitStatus> {
+/// Starts `cmd` and waits for its end (a pidfd; every 10 ms on kernels before
+/// 5.3), telling `watch` when it starts and ends: a command run without measuring
+/// it (no mechanism here) is handled as a measured one is.
+pub fn spawn_and_wait(cmd: &mut Command, watch: &mut dyn FnMut(ChildEvent)) -> Result<ExitStatus> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let spawn_err = |source| Error::Spawn {
         program: program.clone(),
