@@ -43,7 +43,8 @@ enum Command {
     Doctor(commands::doctor::Args),
     /// Run a command and print the energy it took.
     Run(commands::run::Args),
-    /// Record a time series of energy per domain to a CSV file.
+    /// Record a time series of energy per domain to a file or stdout, for a while or
+    /// while a command runs.
     Record(commands::record::Args),
     /// Read every working mechanism over the same interval and flag domains where they disagree.
     Check(commands::check::Args),
@@ -70,6 +71,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
     if let Command::Emulate(args) = &cli.command {
         emulate_cmd::run(args, &cli.root).map_err(Failure::usage)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    // What can be refused is refused before an emulator is mounted.
+    if let Command::Record(a) = &cli.command {
+        a.check()?;
     }
     let env = emulated::Environment::prepare(&cli.root, cli.emulate)?;
     match cli.command {

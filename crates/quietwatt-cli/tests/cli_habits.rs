@@ -329,3 +329,172 @@ fn without_rapl_run_still_runs_the_command_and_says_not_supported() {
     let o = quietwatt(dir.path(), &["run", "-m", "powercap", "--", "true"]);
     assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
 }
+
+#[test]
+fn dash_o_dash_writes_the_recording_to_stdout_as_csv() {
+    let m = mount(EmulatorConfig::default());
+    let cwd = tempfile::tempdir().unwrap();
+    let o = qw(m.root())
+        .args(["record", "-m", "powercap", "--duration", "0.3", "-o", "-"])
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = csv_rows(&stdout(&o));
+    assert!(rows.len() > 5, "{} rows", rows.len());
+    assert!(!cwd.path().join("-").exists(), "a file named '-'");
+    assert!(stderr(&o).contains("to stdout"), "{}", stderr(&o));
+    // The reader may stop early, as `| head` does: a clean end, not an error.
+    let script = format!(
+        "'{}' --root '{}' record -m powercap -o - | head -c 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+        env!("CARGO_BIN_EXE_quietwatt"),
+        m.root().display()
+    );
+    let o = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert_eq!(stdout(&o).trim(), "0", "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    // Nothing else can share stdout with it.
+    let o = quietwatt(
+        m.root(),
+        &["record", "--json", "--duration", "0.1", "-o", "-"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn the_extension_chooses_the_format_unless_format_says_otherwise() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("r.jsonl");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-m",
+            "powercap",
+            "--duration",
+            "0.3",
+            "-o",
+            jsonl.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    assert!(lines[0].get("metadata").is_some(), "{}", lines[0]);
+    assert!(lines.len() > 5);
+    assert!(
+        lines[1..].iter().all(|v| v["energy_j"].is_number()),
+        "{text}"
+    );
+    // --format wins over the name.
+    let named = dir.path().join("r.jsonl.bak");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "--format",
+            "csv",
+            "--duration",
+            "0.2",
+            "-o",
+            named.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    csv_rows(&std::fs::read_to_string(&named).unwrap());
+}
+
+#[test]
+fn parquet_and_unknown_extensions_are_refused_before_anything_is_written() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    for (name, says) in [
+        ("r.parquet", "cannot write Parquet"),
+        ("r.txt", "'.txt' is not a format"),
+    ] {
+        let out = dir.path().join(name);
+        let o = quietwatt(
+            m.root(),
+            &["record", "--duration", "0.1", "-o", out.to_str().unwrap()],
+        );
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains("csv") && err.contains("jsonl"), "{err}");
+        assert!(!err.contains("EMULATED"), "refused after mounting: {err}");
+        assert!(!out.exists(), "{name} was written");
+    }
+}
+
+#[test]
+fn record_with_a_command_records_while_it_runs_and_exits_with_its_code() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-m",
+            "powercap",
+            "-f",
+            "100",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; exit 6",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    let rows = csv_rows(&std::fs::read_to_string(&out).unwrap());
+    let first: u64 = rows[0][0].parse().unwrap();
+    let last: u64 = rows[rows.len() - 1][0].parse().unwrap();
+    // It ran 0.3 s at least: the series spans it.
+    assert!(last - first >= 250_000_000, "{} ns", last - first);
+    assert!(
+        stderr(&o).contains("Energy of 'sh -c sleep 0.3; exit 6'"),
+        "{}",
+        stderr(&o)
+    );
+    // A missing command: 127, as `run`.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "no-such-command-quietwatt",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    // And a signal sent to quietwatt goes to the command.
+    let child = qw(m.root())
+        .args([
+            "record",
+            "-m",
+            "powercap",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_descendant(child.id(), "sleep");
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(sent.elapsed() < Duration::from_secs(20));
+    csv_rows(&std::fs::read_to_string(&out).unwrap());
+}

@@ -66,6 +66,13 @@ pub struct RecordEventsArgs {
     trace_ring_mib: u32,
 }
 
+impl RecordEventsArgs {
+    /// Whether events or a trace are asked for: both need the recording in a file.
+    pub fn any(&self) -> bool {
+        self.events.is_some() || self.trace.is_some()
+    }
+}
+
 /// A running events thread and where it writes.
 pub struct Running {
     recorder: EventRecorder,
