@@ -25,7 +25,7 @@ pub struct Args {
     format: Option<Format>,
     /// Samples per second, or `auto` to follow the machine's load between
     /// --freq-min and --freq-max.
-    #[arg(short, long, default_value = "100")]
+    #[arg(short, long, default_value = "100", allow_negative_numbers = true)]
     freq: FreqArg,
     #[command(flatten)]
     sampler: SamplerArgs,

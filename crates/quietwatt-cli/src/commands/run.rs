@@ -19,7 +19,7 @@ pub struct Args {
     domains: Option<String>,
     /// Reads per second while the command runs, or `auto` to follow the machine's
     /// load [default: 10, raised when a counter could wrap twice between reads]
-    #[arg(short, long)]
+    #[arg(short, long, allow_negative_numbers = true)]
     freq: Option<FreqArg>,
     #[command(flatten)]
     sampler: SamplerArgs,
