@@ -498,3 +498,73 @@ fn record_with_a_command_records_while_it_runs_and_exits_with_its_code() {
     assert!(sent.elapsed() < Duration::from_secs(20));
     csv_rows(&std::fs::read_to_string(&out).unwrap());
 }
+
+/// `quietwatt ARGS --help`.
+fn help(args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn help_texts_name_no_internals_and_the_global_options_once() {
+    let top = help(&[]);
+    assert!(top.contains("--root") && top.contains("--emulate"), "{top}");
+    let subcommands: &[&[&str]] = &[
+        &["list"],
+        &["doctor"],
+        &["run"],
+        &["record"],
+        &["check"],
+        &["bench"],
+        &["bench", "sampler"],
+        &["bench", "latency"],
+        &["bench", "workload"],
+        &["bench", "overhead"],
+        &["bench", "wakeup"],
+        &["model"],
+        &["model", "pagefault"],
+        &["trace"],
+        &["emulate"],
+    ];
+    for args in subcommands {
+        let text = help(args);
+        for leak in [
+            "paper 00",
+            "Paper 00",
+            "quietwatt::",
+            "the issue",
+            "in this version",
+        ] {
+            assert!(
+                !text.contains(leak),
+                "{args:?} --help says {leak:?}:\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("--root <"),
+            "{args:?} repeats --root:\n{text}"
+        );
+        assert!(
+            !text.contains("--emulate <"),
+            "{args:?} repeats --emulate:\n{text}"
+        );
+    }
+    for leak in ["paper 00", "quietwatt::"] {
+        assert!(!top.contains(leak), "{top}");
+    }
+    // Still accepted after the command's name.
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .args(["run", "--root"])
+        .arg(dir.path())
+        .args(["--", "true"])
+        .env_remove("QUIETWATT_ROOT")
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("<not supported>"), "{}", stderr(&o));
+}
