@@ -11,6 +11,10 @@ pub const NO_RAPL: u8 = 69;
 pub const OUTPUT: u8 = 74;
 /// A measurement failed part-way (a counter vanished, froze or read garbage).
 pub const MEASUREMENT: u8 = 1;
+/// The command to run was found but cannot be executed (as a shell says it).
+pub const NOT_EXECUTABLE: u8 = 126;
+/// The command to run does not exist (as a shell says it).
+pub const NOT_FOUND: u8 = 127;
 
 /// An error explained for a person, with its exit code.
 #[derive(Debug)]
@@ -33,6 +37,16 @@ impl Failure {
         Failure::new(USAGE, message)
     }
 
+    /// The exit code.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The message, without the `quietwatt: error: ` before it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// Prints the message and returns the exit code.
     pub fn report(self) -> ExitCode {
         if !self.message.is_empty() {
@@ -44,11 +58,14 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
+        if let Error::Spawn { program, source } = &e {
+            return spawn(program, source);
+        }
         let code = match &e {
             Error::NoDomains { .. }
             | Error::MechanismUnavailable { .. }
             | Error::Permission { .. } => NO_RAPL,
-            Error::UnknownDomain { .. } | Error::Spawn { .. } => USAGE,
+            Error::UnknownDomain { .. } => USAGE,
             Error::Output { .. } => OUTPUT,
             _ => MEASUREMENT,
         };
@@ -58,4 +75,27 @@ impl From<Error> for Failure {
         };
         Failure::new(code, format!("{e}{hint}"))
     }
+}
+
+/// A command that could not be started, with a shell's exit codes: 127 when it
+/// does not exist, 126 when it exists but cannot be executed.
+pub fn spawn(program: &str, e: &std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        let where_ = if program.contains('/') {
+            "no such file"
+        } else {
+            "not in PATH"
+        };
+        return Failure::new(
+            NOT_FOUND,
+            format!("{program}: command not found ({where_})"),
+        );
+    }
+    let why = match e.raw_os_error() {
+        Some(libc::EACCES) => "permission denied: not an executable file, or no execute permission",
+        Some(libc::ENOEXEC) => "not a program this system can run (no #! line?)",
+        Some(libc::EISDIR) => "is a directory",
+        _ => "cannot be executed",
+    };
+    Failure::new(NOT_EXECUTABLE, format!("{program}: {why} ({e})"))
 }

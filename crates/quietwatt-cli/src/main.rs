@@ -3,6 +3,11 @@
 //! A thin layer over the `quietwatt` library: parses arguments, explains errors,
 //! chooses exit codes.
 
+// First: its println!/eprintln! replace std's in every module below (never a panic
+// on a closed pipe).
+#[macro_use]
+mod out;
+
 mod commands;
 mod emulate_cmd;
 mod emulated;
@@ -16,19 +21,35 @@ use std::process::ExitCode;
 
 /// Measure CPU and DRAM energy through RAPL, at high frequency and low overhead.
 #[derive(Parser)]
-#[command(name = "quietwatt", version, about, long_about = None)]
+#[command(name = "quietwatt", version, about, long_about = None, after_help = GLOBAL_OPTIONS)]
 struct Cli {
-    /// Directory under which /sys, /dev and /proc are looked up (an emulator mount, a test tree).
-    #[arg(long, global = true, env = "QUIETWATT_ROOT", default_value = "/")]
+    // Both are accepted before or after the command's name; documented once, in
+    // GLOBAL_OPTIONS, rather than in every subcommand's help.
+    #[arg(
+        long,
+        global = true,
+        env = "QUIETWATT_ROOT",
+        default_value = "/",
+        hide = true
+    )]
     root: PathBuf,
 
-    /// Use quietwatt's built-in RAPL emulator: `auto` when this machine cannot measure, `on` always.
-    #[arg(long, global = true, value_enum, default_value_t = emulated::When::Off)]
+    #[arg(long, global = true, value_enum, default_value_t = emulated::When::Off, hide = true)]
     emulate: emulated::When,
 
     #[command(subcommand)]
     command: Command,
 }
+
+/// The options every measuring command takes, in the top-level help only.
+const GLOBAL_OPTIONS: &str = "\
+Options of every measuring command (before or after its name):
+      --root <DIR>       Read /sys, /dev and /proc under DIR instead of / (an emulator
+                         mounted by `quietwatt emulate`, a test tree) [env: QUIETWATT_ROOT]
+      --emulate <WHEN>   off (default): this machine; auto: quietwatt's built-in RAPL
+                         emulator when nothing here can measure; on: the emulator always
+
+`quietwatt COMMAND --help` for a command's own options.";
 
 #[derive(Subcommand)]
 enum Command {
@@ -38,14 +59,15 @@ enum Command {
     Doctor(commands::doctor::Args),
     /// Run a command and print the energy it took.
     Run(commands::run::Args),
-    /// Record a time series of energy per domain to a CSV file.
+    /// Record a time series of energy per domain to a file or stdout, for a while or
+    /// while a command runs.
     Record(commands::record::Args),
     /// Read every working mechanism over the same interval and flag domains where they disagree.
     Check(commands::check::Args),
     /// Benchmarks and the overhead lab: sampler, latency, workload, overhead, wakeup.
     Bench(commands::bench::Args),
-    /// Energy models of OS events (page faults, context switches, wake-ups) by
-    /// paper 003's method, written to a JSON file; `model validate` checks one.
+    /// Energy models of OS events (page faults, context switches, wake-ups): costs
+    /// per event fitted over swept runs, written to a JSON file; `model validate` checks one.
     Model(commands::model::Args),
     /// Convert a recording (and its `--events` file) into a Chrome JSON trace for Perfetto UI or chrome://tracing.
     Trace(commands::trace::Args),
@@ -65,6 +87,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
     if let Command::Emulate(args) = &cli.command {
         emulate_cmd::run(args, &cli.root).map_err(Failure::usage)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    // What can be refused is refused before an emulator is mounted.
+    if let Command::Record(a) = &cli.command {
+        a.check()?;
     }
     let env = emulated::Environment::prepare(&cli.root, cli.emulate)?;
     match cli.command {

@@ -4,10 +4,11 @@
 use crate::error::{Error, Result};
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::Overhead;
-use crate::record::{drive, EngineConfig};
-use crate::sink::NullSink;
+use crate::record::{drive, record_between, EngineConfig, Recording};
+use crate::sink::{Metadata, NullSink, Sink};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
@@ -26,6 +27,17 @@ pub struct MeasuredCommand {
     pub error: Option<Error>,
 }
 
+/// What [`measure_watched`] tells its watcher about the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildEvent {
+    /// The command started with this process id (a caller may now signal it: to
+    /// forward a SIGTERM sent to the measuring process, as a shell does).
+    Spawned(u32),
+    /// The command has ended and is about to be reaped: its process id must not be
+    /// signalled after this returns (it may be reused).
+    Exited,
+}
+
 /// Runs `cmd` while the sampler reads `meter` at `config.rate` (often enough to see
 /// every wrap). The first reading is taken before the spawn; a pidfd wakes this
 /// thread the moment the command exits, and the sampler is woken at once for the
@@ -35,32 +47,20 @@ pub fn measure(
     cmd: &mut Command,
     config: &EngineConfig,
 ) -> Result<MeasuredCommand> {
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    let spawn_err = |source| Error::Spawn {
-        program: program.clone(),
-        source,
-    };
+    measure_watched(meter, cmd, config, &mut |_| {})
+}
+
+/// [`measure`], telling `watch` when the command starts and ends.
+pub fn measure_watched(
+    meter: &mut Meter,
+    cmd: &mut Command,
+    config: &EngineConfig,
+    watch: &mut dyn FnMut(ChildEvent),
+) -> Result<MeasuredCommand> {
     let mut config = config.clone();
     config.duration = None;
     let (run, status) = drive(meter, &mut NullSink, &config, None, |_| {
-        let mut child = cmd.spawn().map_err(spawn_err)?;
-        let pid = Pid::from_raw(child.id() as i32);
-        match pid.and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok()) {
-            Some(fd) => loop {
-                let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-                // EINTR (Ctrl-C reaches the child too) just polls again.
-                if matches!(poll(&mut fds, None), Ok(n) if n > 0) {
-                    break;
-                }
-            },
-            // No pidfd (kernel < 5.3): look every 10 ms.
-            None => {
-                while matches!(child.try_wait(), Ok(None)) {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-        }
-        child.wait().map_err(spawn_err)
+        spawn_and_wait(cmd, watch)
     })?;
     Ok(MeasuredCommand {
         report: meter.report(),
@@ -70,4 +70,67 @@ pub fn measure(
         warnings: run.warnings,
         error: run.read_error,
     })
+}
+
+/// A recording of the time series while `cmd` runs: [`crate::record::record`] from
+/// just before the spawn to the command's exit (not to a stop flag: a signal meant
+/// for the command is the caller's to forward through `watch`), with the command's
+/// status. A recording whose output fails goes on waiting for the command.
+pub fn record_command(
+    meter: &mut Meter,
+    sink: &mut dyn Sink,
+    output: &Path,
+    meta: &Metadata,
+    config: &EngineConfig,
+    cmd: &mut Command,
+    watch: &mut dyn FnMut(ChildEvent),
+) -> Result<(Recording, ExitStatus)> {
+    let mut config = config.clone();
+    config.duration = None;
+    record_between(meter, sink, output, meta, &config, None, |_| {
+        spawn_and_wait(cmd, watch)
+    })
+}
+
+/// Starts `cmd` and waits for its end (a pidfd; every 10 ms on kernels before
+/// 5.3), telling `watch` when it starts and ends: a command run without measuring
+/// it (no mechanism here) is handled as a measured one is.
+pub fn spawn_and_wait(cmd: &mut Command, watch: &mut dyn FnMut(ChildEvent)) -> Result<ExitStatus> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let spawn_err = |source| Error::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    watch(ChildEvent::Spawned(child.id()));
+    let pid = Pid::from_raw(child.id() as i32);
+    match pid.and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok()) {
+        Some(fd) => loop {
+            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+            // EINTR (Ctrl-C reaches the child too) just polls again.
+            if matches!(poll(&mut fds, None), Ok(n) if n > 0) {
+                break;
+            }
+        },
+        // No pidfd (kernel < 5.3): look every 10 ms (without reaping).
+        None => loop {
+            let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+            // SAFETY: waitid with WNOWAIT only fills `info`; the child stays unreaped.
+            let rc = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    child.id(),
+                    info.as_mut_ptr(),
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                )
+            };
+            // SAFETY: zeroed, and filled by waitid when it returned 0.
+            if rc != 0 || unsafe { info.assume_init().si_pid() } != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        },
+    }
+    watch(ChildEvent::Exited);
+    child.wait().map_err(spawn_err)
 }

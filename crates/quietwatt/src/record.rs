@@ -115,12 +115,7 @@ pub fn record(
     config: &EngineConfig,
     stop: &AtomicBool,
 ) -> Result<Recording> {
-    let out_err = |source| Error::Output {
-        path: output.to_path_buf(),
-        source,
-    };
-    sink.begin(meta, meter.channels()).map_err(out_err)?;
-    let (run, ()) = drive(meter, sink, config, Some(stop), |control| {
+    let (rec, ()) = record_between(meter, sink, output, meta, config, Some(stop), |control| {
         // The sampler sees `stop` at its next tick and unparks this thread when it
         // ends. This thread looks itself only where the sampler's period can be
         // longer than STOP_POLL; otherwise it sleeps, so that it adds no wake-up.
@@ -134,11 +129,32 @@ pub fn record(
         }
         Ok(())
     })?;
+    Ok(rec)
+}
+
+/// [`record`], running `between` on this thread until it is time to stop (it
+/// returns then, or when [`Control::sampler_done`]): the common part of a
+/// recording that ends with a flag and one that ends with a command.
+pub(crate) fn record_between<T>(
+    meter: &mut Meter,
+    sink: &mut dyn Sink,
+    output: &Path,
+    meta: &Metadata,
+    config: &EngineConfig,
+    stop: Option<&AtomicBool>,
+    between: impl FnOnce(&Control<'_>) -> Result<T>,
+) -> Result<(Recording, T)> {
+    let out_err = |source| Error::Output {
+        path: output.to_path_buf(),
+        source,
+    };
+    sink.begin(meta, meter.channels()).map_err(out_err)?;
+    let (run, value) = drive(meter, sink, config, stop, between)?;
     let error = match run.write_error {
         Some(e) => Some(out_err(e)),
         None => run.read_error,
     };
-    Ok(Recording {
+    let rec = Recording {
         samples: run.written,
         missed_deadlines: run.counts.missed,
         report: meter.report(),
@@ -146,7 +162,8 @@ pub fn record(
             .with_waiter(run.waiter_usage),
         warnings: run.warnings,
         error,
-    })
+    };
+    Ok((rec, value))
 }
 
 /// How often the thread that waits for the end of a recording looks at the

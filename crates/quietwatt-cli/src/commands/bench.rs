@@ -22,22 +22,22 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum Bench {
     /// The engine against a minimal reference loop (the floor) and two
-    /// relative-sleep loops (paper 002, Fig. 5): achieved rate, missed deadlines,
+    /// relative-sleep loops (which lose ticks): achieved rate, missed deadlines,
     /// wake-up lateness, CPU per sample and its ratio to the floor, side by side,
     /// and whether the engine meets its targets.
     Sampler(SamplerArgs),
     /// The cost of each primitive a RAPL reader is built from (rdtsc, cpuid, a
     /// syscall, clock_gettime, one read per mechanism and domain), timed with
-    /// serialized rdtsc: median, p99, 95 % CI (paper 002, Table III).
+    /// serialized rdtsc: median, p99, 95 % CI.
     Latency(super::lab::LatencyArgs),
     /// A built-in workload (ep, cg, idle) that prints its own solve time, as NAS
     /// benchmarks do: `quietwatt run -- quietwatt bench workload ep`.
     Workload(super::lab::WorkloadArgs),
-    /// The overhead of monitoring (paper 002, Section V): workloads x monitors x
+    /// The overhead of monitoring: workloads x monitors x
     /// frequencies x repetitions in interleaved rounds, a resumable CSV, and the
-    /// Wilcoxon / Holm / location-shift table of its Appendix A.
+    /// Wilcoxon / Holm / location-shift table.
     Overhead(super::lab::OverheadArgs),
-    /// Paper 004's caller/callee experiment (Listing 1): wake-up latency per idle
+    /// A caller/callee experiment: wake-up latency per idle
     /// state reached, two pinned threads, a futex signal at a fixed interval.
     Wakeup(super::events::WakeupArgs),
 }
@@ -268,7 +268,7 @@ fn print_table(r: &BenchReport) {
             );
         }
         if r.freq_hz <= 1000.0 && r.duration_s * (r.rounds as f64) < 60.0 {
-            println!("  (the issue states the 1 kHz targets over 60 s: --duration 60)");
+            println!("  (the 1 kHz targets hold over 60 s runs: --duration 60)");
         }
     }
 }

@@ -66,6 +66,13 @@ pub struct RecordEventsArgs {
     trace_ring_mib: u32,
 }
 
+impl RecordEventsArgs {
+    /// Whether events or a trace are asked for: both need the recording in a file.
+    pub fn any(&self) -> bool {
+        self.events.is_some() || self.trace.is_some()
+    }
+}
+
 /// A running events thread and where it writes.
 pub struct Running {
     recorder: EventRecorder,
@@ -274,10 +281,10 @@ pub struct WakeupArgs {
     /// CPU of the callee (the CPU that idles and is woken).
     #[arg(long, default_value = "1")]
     callee_cpu: u32,
-    /// Milliseconds between two wake-ups (paper 004: 1000).
+    /// Milliseconds between two wake-ups.
     #[arg(long, default_value = "20")]
     interval_ms: f64,
-    /// Microseconds the callee busy-waits after each wake-up (paper 004: 200).
+    /// Microseconds the callee busy-waits after each wake-up.
     #[arg(long, default_value = "200")]
     busy_us: f64,
     /// Wake-ups to measure.
@@ -327,7 +334,7 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
                 if env.is_emulated() { ", EMULATED" } else { "" }
             );
             let line = format!(
-                "{label}: read by the caller every 50 µs between signals; RAPL moves about once a millisecond, so the profile is the power averaged over one update interval (not the µs of the exit itself: paper 004 used a 2 µs external meter){}",
+                "{label}: read by the caller every 50 µs between signals; RAPL moves about once a millisecond, so the profile is the power averaged over one update interval (not the µs of the exit itself, which needs an external meter sampling every few µs){}",
                 if env.is_emulated() {
                     "; EMULATED: the emulator's power does not react to wake-ups, so the profile is flat by construction"
                 } else {

@@ -234,7 +234,12 @@ pub fn run(
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
     install();
-    let r = inkernel::measure(sampler.as_mut(), &mut cmd, &c)?;
+    let r = inkernel::measure_watched(
+        sampler.as_mut(),
+        &mut cmd,
+        &c,
+        &mut crate::signals::forward_to_command,
+    )?;
     let m = &r.measured;
     let exit_code = super::run::exit_code(m.status);
     for w in &m.warnings {

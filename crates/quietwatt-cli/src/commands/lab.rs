@@ -214,7 +214,7 @@ pub struct OverheadArgs {
     /// Repetitions of each combination.
     #[arg(long, default_value_t = 12)]
     reps: usize,
-    /// Repetitions of a combination run back to back in each round (paper 002: 3).
+    /// Repetitions of a combination run back to back in each round.
     #[arg(long, default_value_t = 3)]
     per_round: usize,
     /// Seed of the shuffled order of each round (keep it to resume a plan).

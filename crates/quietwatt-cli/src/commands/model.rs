@@ -23,7 +23,7 @@ pub struct Args {
 /// What to model.
 #[derive(clap::Subcommand)]
 enum What {
-    /// Page faults (paper 003): NPF, ODPA and COW swept over pages per execution.
+    /// Page faults: NPF, ODPA and COW swept over pages per execution.
     Pagefault(SweepArgs),
     /// Context switches: a pipe ping-pong on one CPU against a no-switch baseline.
     Ctxswitch(SweepArgs),

@@ -14,21 +14,24 @@ use std::time::Duration;
 /// Arguments of `record`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Output file (CSV: `timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz`,
-    /// metadata as `#` lines; JSON Lines: metadata on the first line).
+    /// Output file, replaced if it exists, or `-` for stdout. CSV
+    /// (`timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter`,
+    /// metadata as `#` lines) or JSON Lines (metadata on the first line), as the
+    /// extension says: `.csv`, `.jsonl`; CSV without an extension and on stdout.
     #[arg(short, long)]
     output: PathBuf,
-    /// Output format: csv or jsonl.
-    #[arg(long, default_value = "csv")]
-    format: Format,
+    /// Output format, whatever the file's extension: csv or jsonl.
+    #[arg(long)]
+    format: Option<Format>,
     /// Samples per second, or `auto` to follow the machine's load between
     /// --freq-min and --freq-max.
-    #[arg(short, long, default_value = "100")]
+    #[arg(short, long, default_value = "100", allow_negative_numbers = true)]
     freq: FreqArg,
     #[command(flatten)]
     sampler: SamplerArgs,
-    /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_parser = parse_duration)]
+    /// Stop after this many seconds (default: until Ctrl-C or SIGTERM, or the end
+    /// of the command).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "command")]
     duration: Option<Duration>,
     /// Mechanism to read (default: the best that works here).
     #[arg(short, long)]
@@ -43,14 +46,94 @@ pub struct Args {
     events: super::events::RecordEventsArgs,
     #[command(flatten)]
     in_kernel: super::inkernel::InKernelArgs,
+    /// A command to run: the recording covers it, from just before its start to
+    /// its end, and quietwatt exits with its exit code (signals sent to quietwatt
+    /// are passed on to it, as `run` does).
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+impl Args {
+    /// Whether the recording goes to stdout (`-o -`).
+    fn to_stdout(&self) -> bool {
+        self.output.as_os_str() == "-"
+    }
+
+    /// The format: `--format`, else the file's extension, else CSV; an extension
+    /// of no format is refused.
+    fn format(&self) -> Result<Format, Failure> {
+        if let Some(f) = self.format {
+            return Ok(f);
+        }
+        if self.to_stdout() {
+            return Ok(Format::Csv);
+        }
+        match Format::from_extension(&self.output) {
+            Ok(f) => Ok(f.unwrap_or(Format::Csv)),
+            Err(e) if e.0.eq_ignore_ascii_case("parquet") => Err(Failure::usage(format!(
+                "-o {}: this version of quietwatt cannot write Parquet; the formats are csv \
+                 and jsonl: name the file .csv or .jsonl (or give --format csv|jsonl)",
+                self.output.display()
+            ))),
+            Err(e) => Err(Failure::usage(format!(
+                "-o {}: '.{}' is not a format quietwatt writes (csv, jsonl): name the file \
+                 .csv or .jsonl, or give --format csv|jsonl to keep this name",
+                self.output.display(),
+                e.0
+            ))),
+        }
+    }
+
+    /// Checks what can be checked before anything is mounted or measured.
+    pub fn check(&self) -> Result<(), Failure> {
+        self.format()?;
+        if self.to_stdout() {
+            if self.json {
+                return Err(Failure::usage(
+                    "-o - writes the recording to stdout: --json would print the summary into it; \
+                     leave out --json (the summary goes to stderr) or record to a file",
+                ));
+            }
+            if self.events.any() {
+                return Err(Failure::usage(
+                    "--events and --trace read the recording back from its file: give -o FILE, not -o -",
+                ));
+            }
+        }
+        if !self.command.is_empty()
+            && matches!(self.mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing))
+        {
+            return Err(Failure::usage(
+                "record -- CMD works with the polling mechanisms (powercap, perf, msr): leave \
+                 out --mechanism ebpf/perf-ring, or record without a command",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The output's name in messages.
+    fn output_name(&self) -> String {
+        if self.to_stdout() {
+            "stdout".into()
+        } else {
+            self.output.display().to_string()
+        }
+    }
 }
 
 /// Records until the duration ends or a signal arrives; the file stays complete.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    args.check()?;
+    let format = args.format()?;
     let mut config = args.sampler.config(args.freq, &env.root)?;
     config.duration = args.duration;
     // Open the output first: an unwritable path fails before anything is measured.
-    let file = OutputFile::create(&args.output).map_err(|e| {
+    let file = if args.to_stdout() {
+        OutputFile::stdout()
+    } else {
+        OutputFile::create(&args.output)
+    };
+    let file = file.map_err(|e| {
         Failure::new(
             OUTPUT,
             format!(
@@ -73,7 +156,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         super::inkernel::Opened::InKernel(sampler) => {
             let a = super::inkernel::RecordArgs {
                 output: &args.output,
-                format: args.format,
+                format,
                 file,
                 freq: args.freq,
                 sampler: &args.sampler,
@@ -95,7 +178,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut meta = Metadata::new(meter.mechanism().name(), &config.rate, &env.root);
     meta.push("emulated", env.is_emulated().to_string());
     meta.push("root", env.root.dir().display().to_string());
-    let mut sink = args.format.sink(file);
+    let mut sink = format.sink(file);
     let events = super::events::start(env, &args.events, &args.output, &meta)?;
     install();
     eprintln!(
@@ -103,39 +186,62 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         meter.channels().len(),
         meter.mechanism(),
         rate_words(&config.rate),
-        args.output.display(),
-        args.format,
-        if args.duration.is_none() {
-            " until Ctrl-C"
+        args.output_name(),
+        format,
+        if !args.command.is_empty() {
+            format!(" while '{}' runs", args.command.join(" "))
+        } else if args.duration.is_none() {
+            " until Ctrl-C".into()
         } else {
-            ""
+            String::new()
         }
     );
-    let rec = record(
-        &mut meter,
-        sink.as_mut(),
-        &args.output,
-        &meta,
-        &config,
-        &STOP,
-    )?;
+    let (mut rec, status) = if args.command.is_empty() {
+        let rec = record(
+            &mut meter,
+            sink.as_mut(),
+            &args.output,
+            &meta,
+            &config,
+            &STOP,
+        )?;
+        (rec, None)
+    } else {
+        let mut cmd = std::process::Command::new(&args.command[0]);
+        cmd.args(&args.command[1..]);
+        let (rec, status) = quietwatt::command::record_command(
+            &mut meter,
+            sink.as_mut(),
+            &args.output,
+            &meta,
+            &config,
+            &mut cmd,
+            &mut crate::signals::forward_to_command,
+        )?;
+        (rec, Some(status))
+    };
+    if args.to_stdout() && rec.error.as_ref().is_some_and(broken_pipe) {
+        // The reader of `-o -` went away (`| head`): the way such a recording ends.
+        rec.error = None;
+    }
     let events = super::events::stop(events, &args.events, &args.output, &rec.report, env)?;
     for w in &rec.warnings {
         eprintln!("quietwatt: warning: {w}");
     }
     if args.json {
-        let mut v = summary_json(
-            &rec,
-            &args.output,
-            args.format,
-            env.is_emulated(),
-            &config.rate,
-        );
+        let mut v = summary_json(&rec, &args.output, format, env.is_emulated(), &config.rate);
+        if let Some(s) = status {
+            v["exit_code"] = crate::commands::run::exit_code(s).into();
+        }
         events.add_json(&mut v);
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         crate::commands::run::print_report(
-            &args.output.display().to_string(),
+            &if args.command.is_empty() {
+                args.output_name()
+            } else {
+                args.command.join(" ")
+            },
             &rec.report,
             &config.rate,
             env.is_emulated(),
@@ -147,10 +253,21 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         eprintln!("{}", rec.overhead);
         events.print();
     }
-    match &rec.error {
-        None => events.error().map_or(Ok(ExitCode::SUCCESS), Err),
-        Some(e) => Err(failure(e, rec.samples)),
+    if let Some(e) = &rec.error {
+        return Err(failure(e, rec.samples));
     }
+    if let Some(f) = events.error() {
+        return Err(f);
+    }
+    // The command's exit code, as `run` passes it on.
+    Ok(status.map_or(ExitCode::SUCCESS, |s| {
+        ExitCode::from(crate::commands::run::exit_code(s).clamp(0, 255) as u8)
+    }))
+}
+
+/// A write that failed because the reader of a pipe went away.
+fn broken_pipe(e: &quietwatt::Error) -> bool {
+    matches!(e, quietwatt::Error::Output { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Why a recording stopped early, what the file holds, and what to do: for every

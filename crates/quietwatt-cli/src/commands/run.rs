@@ -2,8 +2,8 @@
 
 use super::{append_warnings, rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
-use crate::exit::{Failure, MEASUREMENT};
-use quietwatt::command::{measure, MeasuredCommand};
+use crate::exit::{Failure, MEASUREMENT, NO_RAPL};
+use quietwatt::command::{measure_watched, MeasuredCommand};
 use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitCode;
@@ -19,13 +19,18 @@ pub struct Args {
     domains: Option<String>,
     /// Reads per second while the command runs, or `auto` to follow the machine's
     /// load [default: 10, raised when a counter could wrap twice between reads]
-    #[arg(short, long)]
+    #[arg(short, long, allow_negative_numbers = true)]
     freq: Option<FreqArg>,
     #[command(flatten)]
     sampler: SamplerArgs,
     /// Print one JSON object on stdout (with an `overhead` object) instead of the table on stderr.
     #[arg(long)]
     json: bool,
+    /// Fail (exit 69) when no mechanism can measure here, instead of running the
+    /// command and reporting its energy as `<not supported>` (a --mechanism named
+    /// that cannot open always fails).
+    #[arg(long)]
+    require_energy: bool,
     #[command(flatten)]
     in_kernel: super::inkernel::InKernelArgs,
     /// Price the command's page faults and context switches (perf software counters
@@ -34,12 +39,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     model: Option<std::path::PathBuf>,
     /// The command and its arguments.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required = true,
-        value_name = "CMD"
-    )]
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -47,14 +47,23 @@ pub struct Args {
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut storage = quietwatt::inkernel::Storage::new();
     let in_kernel_freq = FreqArg::Fixed(Hertz::clamped(super::inkernel::DEFAULT_RUN_HZ));
-    let opened = super::inkernel::open(
+    let selection = selection(&args.domains)?;
+    let opened = match super::inkernel::open(
         &mut storage,
         env,
         args.mechanism,
         &args.in_kernel,
         args.freq.unwrap_or(in_kernel_freq),
-        &selection(&args.domains)?,
-    )?;
+        &selection,
+    ) {
+        Ok(opened) => opened,
+        // perf stat's habit: the command runs all the same, its energy unsupported
+        // (a mechanism asked for by name that cannot open stays an error).
+        Err(f) if f.code() == NO_RAPL && args.mechanism.is_none() && !args.require_energy => {
+            return run_unmeasured(&args, f)
+        }
+        Err(f) => return Err(f),
+    };
     let source = match opened {
         super::inkernel::Opened::Polling(source) => source,
         super::inkernel::Opened::InKernel(sampler) => {
@@ -94,7 +103,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ),
         None => None,
     };
-    let m = measure(&mut meter, &mut cmd, &config)?;
+    let m = measure_watched(
+        &mut meter,
+        &mut cmd,
+        &config,
+        &mut crate::signals::forward_to_command,
+    )?;
     let estimate = attributor.map(|a| a.finish()).transpose()?;
     let exit_code = exit_code(m.status);
     for w in &m.warnings {
@@ -128,6 +142,48 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             format!("the measurement stopped early: {e}; the figures above cover only the time before it"),
         ));
     }
+    Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
+}
+
+/// Runs the command where no mechanism can measure: its exit code passed on,
+/// signals forwarded as for a measured one, the energy reported `<not supported>`
+/// with the reason and the fix.
+fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
+    let mut cmd = std::process::Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]);
+    crate::signals::install();
+    let start = std::time::Instant::now();
+    let status =
+        quietwatt::command::spawn_and_wait(&mut cmd, &mut crate::signals::forward_to_command)?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let exit_code = exit_code(status);
+    let reason = why.message().lines().next().unwrap_or_default().to_string();
+    if args.json {
+        let v = serde_json::json!({
+            "energy_supported": false,
+            "reason": reason,
+            "exit_code": exit_code,
+            "duration_s": elapsed,
+            "emulated": false,
+            "domains": [],
+            "total_energy_j": null,
+        });
+        println!("{v}");
+    } else {
+        eprintln!();
+        eprintln!(" Energy of '{}':", args.command.join(" "));
+        eprintln!();
+        eprintln!("  {:>6}  {:<8} {:>16}", "socket", "domain", "energy (J)");
+        eprintln!("  {:>6}  {:<8} {:>16}", "", "total", "<not supported>");
+        eprintln!();
+        eprintln!("  {elapsed:.6} seconds elapsed");
+        eprintln!();
+    }
+    eprintln!(
+        "quietwatt: warning: no energy measured: {reason}\n  run `quietwatt doctor` for what each \
+         mechanism needs here, add `--emulate auto` to try the built-in emulator, or \
+         --require-energy to make this an error"
+    );
     Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
 }
 

@@ -28,7 +28,7 @@
 //! kernel took and dropped, the BPF program's run time, drains and wake-ups a second.
 
 use super::{KernelCounts, KernelSample, KernelSampler};
-use crate::command::MeasuredCommand;
+use crate::command::{ChildEvent, MeasuredCommand};
 use crate::error::{Error, Result};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
@@ -255,6 +255,17 @@ pub fn measure(
     cmd: &mut Command,
     config: &InKernelConfig,
 ) -> Result<InKernelCommand> {
+    measure_watched(sampler, cmd, config, &mut |_| {})
+}
+
+/// [`measure`], telling `watch` when the command starts and ends (as
+/// [`crate::command::measure_watched`] does).
+pub fn measure_watched(
+    sampler: &mut dyn KernelSampler,
+    cmd: &mut Command,
+    config: &InKernelConfig,
+    watch: &mut dyn FnMut(ChildEvent),
+) -> Result<InKernelCommand> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let spawn_err = |source| Error::Spawn {
         program: program.clone(),
@@ -266,6 +277,7 @@ pub fn measure(
     let mut status: Option<ExitStatus> = None;
     let run = drive(sampler, &mut meter, &mut NullSink, &config, None, |done| {
         let mut child = cmd.spawn().map_err(spawn_err)?;
+        watch(ChildEvent::Spawned(child.id()));
         let pidfd = rustix::process::Pid::from_raw(child.id() as i32).and_then(|p| {
             rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
         });
@@ -282,6 +294,7 @@ pub fn measure(
                 }
             }
         }
+        watch(ChildEvent::Exited);
         status = Some(child.wait().map_err(spawn_err)?);
         Ok(())
     })?;

@@ -42,7 +42,9 @@ pub mod engine;
 pub mod perf_ring;
 pub(crate) mod ring;
 
-pub use engine::{measure, record, InKernelCommand, InKernelConfig, InKernelRecording};
+pub use engine::{
+    measure, measure_watched, record, InKernelCommand, InKernelConfig, InKernelRecording,
+};
 
 use crate::counter::Wrap;
 use crate::domain::{Domain, DomainId};

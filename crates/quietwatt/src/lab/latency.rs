@@ -509,7 +509,7 @@ fn measure(
         "bpf map lookup",
         "",
         None,
-        "not available yet (quietwatt has no eBPF mechanism in this version)".into(),
+        "not timed here: the ebpf mechanism reads its map in the kernel, not per read from user space (`record -m ebpf` reports its cost)".into(),
     );
     Ok(LatencyReport {
         timer,

@@ -50,6 +50,9 @@ pub trait RecordOutput: Write {
 pub struct OutputFile<F: Truncate = File> {
     out: F,
     committed: u64,
+    /// Whether a failed batch may be cut back (not for stdout: it may be a file
+    /// opened for appending, whose earlier content is not this output's).
+    cut: bool,
 }
 
 impl OutputFile<File> {
@@ -57,12 +60,27 @@ impl OutputFile<File> {
     pub fn create(path: &Path) -> io::Result<OutputFile<File>> {
         Ok(OutputFile::new(File::create(path)?))
     }
+
+    /// This process's standard output (`-o -`): a pipe, a terminal or a file the
+    /// shell opened. Never cut back after a failed write.
+    pub fn stdout() -> io::Result<OutputFile<File>> {
+        use std::os::fd::AsFd;
+        let fd = io::stdout().as_fd().try_clone_to_owned()?;
+        Ok(OutputFile {
+            cut: false,
+            ..OutputFile::new(File::from(fd))
+        })
+    }
 }
 
 impl<F: Truncate> OutputFile<F> {
     /// Wraps an output positioned at its start.
     pub fn new(out: F) -> OutputFile<F> {
-        OutputFile { out, committed: 0 }
+        OutputFile {
+            out,
+            committed: 0,
+            cut: true,
+        }
     }
 
     /// Bytes written in whole batches so far.
@@ -97,7 +115,7 @@ impl<F: Truncate> OutputFile<F> {
     fn keep(&mut self, keep: usize) {
         // Best effort: a device or a pipe cannot be truncated, and has nothing
         // half-written to undo that a reader could see as a file.
-        if self.out.truncate_to(self.committed + keep as u64).is_ok() {
+        if self.cut && self.out.truncate_to(self.committed + keep as u64).is_ok() {
             self.committed += keep as u64;
         }
     }

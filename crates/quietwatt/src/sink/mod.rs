@@ -209,6 +209,21 @@ impl Format {
     }
 }
 
+impl Format {
+    /// The format a file's name asks for: `.csv`, `.jsonl` (or `.ndjson`); `None`
+    /// for a name without an extension. An extension of no format here (`.parquet`,
+    /// `.txt`) is an error naming the formats there are.
+    pub fn from_extension(path: &std::path::Path) -> Result<Option<Format>, UnknownFormat> {
+        let Some(ext) = path.extension() else {
+            return Ok(None);
+        };
+        let ext = ext.to_string_lossy();
+        ext.parse()
+            .map(Some)
+            .map_err(|_| UnknownFormat(ext.into_owned()))
+    }
+}
+
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

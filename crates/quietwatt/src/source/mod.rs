@@ -339,8 +339,9 @@ fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<d
         // They sample in the kernel: no user-space read per tick to drive.
         other @ (Mechanism::Ebpf | Mechanism::PerfRing) => Err(Error::MechanismUnavailable {
             mechanism: other.name(),
-            why: "it samples in the kernel and is drained in batches: open it with \
-                  quietwatt::inkernel::open and run it with inkernel::record or inkernel::measure"
+            why: "it samples in the kernel and hands over batches, which `quietwatt record` \
+                  and `quietwatt run` take; this reads the counters one at a time: choose \
+                  powercap, perf or msr"
                 .into(),
         }),
     }
