@@ -8,10 +8,16 @@ use common::*;
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Mechanism as Served, Vendor};
 
-/// 16-bit counters at 2^-16 J: a 1 J range, so a 20 W package wraps every 50 ms.
+/// 19-bit counters at 2^-16 J: an 8 J range, so a 20 W package wraps every 400 ms
+/// and a 2-socket psys (~54 W) every 150 ms. Smaller ranges wrap faster than a loaded
+/// host may stall the sampler, and a stall longer than a wrap loses a range
+/// unseen (the wrap warning's very case), which is no test of wrap correction.
 fn small_counters(c: EmulatorConfig) -> EmulatorConfig {
-    c.with_counter_bits(16).with_esu(16)
+    c.with_counter_bits(19).with_esu(16)
 }
+
+/// Wraps a 1.2 s powercap test sees on its package counters.
+const SMALL_WRAPS: u64 = 2;
 
 fn check_run(config: EmulatorConfig, expect: &[(u32, Domain)], min_wraps: u64) {
     check_run_with(Served::Powercap, config, expect, min_wraps)
@@ -41,7 +47,7 @@ fn check_run_with(
     // the registers that fault, as the kernel does) and counts from its next read:
     // compare with what the emulator served from that second read on.
     let seconds = match mechanism {
-        Served::Powercap => "0.8",
+        Served::Powercap => "1.2",
         Served::Msr => "2",
     };
     let m = mount(config);
@@ -120,7 +126,7 @@ fn run_matches_ground_truth_intel_one_socket() {
             (0, Domain::Uncore),
             (0, Domain::Dram),
         ],
-        10,
+        SMALL_WRAPS,
     );
 }
 
@@ -142,7 +148,7 @@ fn run_matches_ground_truth_intel_two_sockets_with_psys() {
             (1, Domain::Uncore),
             (1, Domain::Dram),
         ],
-        10,
+        SMALL_WRAPS,
     );
 }
 
@@ -151,7 +157,7 @@ fn run_matches_ground_truth_amd_one_socket() {
     check_run(
         small_counters(EmulatorConfig::amd()),
         &[(0, Domain::Package), (0, Domain::Core)],
-        10,
+        SMALL_WRAPS,
     );
 }
 
@@ -165,7 +171,7 @@ fn run_matches_ground_truth_amd_two_sockets() {
             (1, Domain::Package),
             (1, Domain::Core),
         ],
-        10,
+        SMALL_WRAPS,
     );
 }
 
@@ -214,7 +220,7 @@ fn check_record(config: EmulatorConfig, min_wraps_j: f64) {
             "--freq",
             "200",
             "--duration",
-            "0.8",
+            "1.2",
             "--mechanism",
             "powercap",
         ],
@@ -226,13 +232,14 @@ fn check_record(config: EmulatorConfig, min_wraps_j: f64) {
     for (socket, domain, w) in expect {
         let (measured, rows) = totals[&(socket, domain.name().to_string())];
         let served = m.served_powercap(socket, domain);
+        // Sampled again and again (a loaded host merges late ticks: no exact count).
         assert!(
-            rows > 100,
-            "{socket}/{domain}: only {rows} samples at 200 Hz over 0.8 s"
+            rows > 10,
+            "{socket}/{domain}: only {rows} samples over 1.2 s"
         );
         assert!(
             served >= min_wraps_j || domain != Domain::Package,
-            "{socket}/{domain}: only {served} J served, fewer than 10 wraps"
+            "{socket}/{domain}: only {served} J served, fewer than 2 wraps of the 8 J range"
         );
         let tol = tolerance(served, w);
         assert!(
@@ -246,20 +253,26 @@ fn check_record(config: EmulatorConfig, min_wraps_j: f64) {
 fn record_matches_ground_truth_intel_two_sockets() {
     check_record(
         small_counters(EmulatorConfig::default().with_sockets(2)),
-        10.0,
+        16.0,
     );
 }
 
 #[test]
 fn record_matches_ground_truth_amd_one_socket() {
-    check_record(small_counters(EmulatorConfig::amd()), 10.0);
+    check_record(small_counters(EmulatorConfig::amd()), 16.0);
 }
 
-/// A 2^-24 J unit (a 256 J range) and a power far above any real part, to wrap the
-/// 32-bit MSR counters every 128 ms: more than 10 wraps in a 2 s test.
+/// A 2^-24 J unit (a 256 J range) and a big server's power, to wrap the 32-bit MSR
+/// package counters every 640 ms: 3 wraps in a 2 s test ([`MSR_WRAPS`]). The powers stay below
+/// what quietwatt takes as plausible for each domain (package 500 W, core 450 W,
+/// dram 150 W): a power no part draws would make a delayed read's honest advance look
+/// like a glitch, and be dropped.
+/// The wraps a 2 s MSR test sees on its fastest counter.
+const MSR_WRAPS: u64 = 3;
+
 fn msr_fast_wraps(c: EmulatorConfig) -> EmulatorConfig {
     c.with_esu(24)
-        .with_power("package=2000,core=1200,uncore=100,dram=600")
+        .with_power("package=400,core=240,uncore=20,dram=120")
         .expect("power spec")
 }
 
@@ -267,7 +280,7 @@ fn msr_fast_wraps(c: EmulatorConfig) -> EmulatorConfig {
 fn msr_matches_ground_truth_intel_two_sockets_with_the_skylake_x_dram_quirk() {
     // Skylake-X: DRAM counts in 2^-16 J whatever the unit register says. The MSR
     // field is always 32 bits wide; at 2^-24 J its range is 256 J, which a
-    // 2 kW package turns in 128 ms.
+    // 400 W package turns in 640 ms.
     let mut c = msr_fast_wraps(EmulatorConfig::intel(0x55).with_sockets(2));
     c.domains.uncore = false;
     check_run_with(
@@ -281,7 +294,7 @@ fn msr_matches_ground_truth_intel_two_sockets_with_the_skylake_x_dram_quirk() {
             (1, Domain::Core),
             (1, Domain::Dram),
         ],
-        5,
+        MSR_WRAPS,
     );
 }
 
@@ -296,7 +309,7 @@ fn msr_matches_ground_truth_amd_two_sockets_every_core() {
             (1, Domain::Package),
             (1, Domain::Core),
         ],
-        5,
+        MSR_WRAPS,
     );
 }
 
@@ -310,8 +323,8 @@ fn perf_refuses_an_emulated_power_pmu_instead_of_opening_a_real_one() {
 
 #[test]
 fn the_default_rate_rises_so_that_small_counters_lose_no_energy() {
-    // A 1 J range at a 500 W bound could wrap every 2 ms: the default 10 Hz would
-    // lose whole turns, so `run` without --freq must read faster.
+    // An 8 J range at the 150 W bound of dram could wrap every 53 ms: the default
+    // 10 Hz would lose whole turns, so `run` without --freq must read faster.
     let c = small_counters(EmulatorConfig::default());
     let m = mount(c);
     let out = quietwatt(
@@ -357,7 +370,7 @@ fn msr_matches_ground_truth_intel_client_with_psys() {
             (0, Domain::Dram),
             (0, Domain::Psys),
         ],
-        10,
+        MSR_WRAPS,
     );
 }
 
@@ -369,7 +382,7 @@ fn msr_matches_ground_truth_haswell_x_with_the_fixed_dram_unit() {
         Served::Msr,
         c,
         &[(0, Domain::Package), (0, Domain::Core), (0, Domain::Dram)],
-        10,
+        MSR_WRAPS,
     );
 }
 
@@ -387,7 +400,7 @@ fn msr_matches_ground_truth_sapphire_rapids_with_the_one_joule_psys_unit() {
             (0, Domain::Dram),
             (0, Domain::Psys),
         ],
-        10,
+        MSR_WRAPS,
     );
 }
 
@@ -402,7 +415,7 @@ fn msr_matches_ground_truth_amd_zen2_package_and_every_core() {
         Served::Msr,
         c,
         &[(0, Domain::Package), (0, Domain::Core)],
-        10,
+        MSR_WRAPS,
     );
 }
 
@@ -441,12 +454,12 @@ fn check_agrees_where_the_kernel_agrees_and_flags_broadwell_d_dram() {
 
 #[test]
 fn record_matches_ground_truth_intel_one_socket() {
-    check_record(small_counters(EmulatorConfig::default()), 10.0);
+    check_record(small_counters(EmulatorConfig::default()), 16.0);
 }
 
 #[test]
 fn record_matches_ground_truth_amd_two_sockets() {
-    check_record(small_counters(EmulatorConfig::amd().with_sockets(2)), 10.0);
+    check_record(small_counters(EmulatorConfig::amd().with_sockets(2)), 16.0);
 }
 
 #[test]

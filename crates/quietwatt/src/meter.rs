@@ -42,6 +42,9 @@ pub const STALE_AFTER: Duration = Duration::from_millis(500);
 /// read faster than it updates) gets the interval observed.
 pub const UPDATE_INTERVAL: Duration = Duration::from_millis(1);
 
+/// The longest update interval a counter standing still is taken to reveal.
+pub const LONGEST_UPDATE: Duration = Duration::from_millis(250);
+
 /// How many counter events (resets, steps back, jumps) a meter keeps in detail.
 const EVENTS_KEPT: usize = 256;
 
@@ -299,8 +302,12 @@ impl Meter {
                             && t.uncertainty_j.0 > DOMINATED * t.energy_j.0 / 5.0 =>
                     {
                         warnings.push(format!(
-                            "psys counts in steps of {:.3} J: the total {:.6} ± {:.6} J is coarse for this run; {} = {:.6} ± {:.6} J is finer but leaves out the rest of the platform",
-                            domains[*p].quantum_j.0,
+                            "psys moves in coarse steps here (about every {:.1} ms, {:.3} J a step): the total {:.6} ± {:.6} J is coarse for this run; {} = {:.6} ± {:.6} J is finer but leaves out the rest of the platform",
+                            domains[*p].update_interval_s * 1e3,
+                            domains[*p]
+                                .quantum_j
+                                .0
+                                .max(domains[*p].mean_power_w.0 * domains[*p].update_interval_s),
                             t.energy_j.0,
                             t.uncertainty_j.0,
                             total_rule_of(&ids, &rest),
@@ -465,14 +472,17 @@ fn indices(ids: &[DomainId], keep: impl Fn(Domain) -> bool) -> Vec<usize> {
 /// reset or glitch (estimated at the counter's mean power).
 fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
     let energy = c.total();
-    let (intervals, changes) = c.intervals();
+    let (intervals, _) = c.intervals();
     let t = elapsed.as_secs_f64();
-    // Read faster than it updates (some reads saw no change): the interval observed.
-    let update = if changes > 0 && intervals > changes {
-        (t / changes as f64).max(UPDATE_INTERVAL.as_secs_f64())
-    } else {
-        UPDATE_INTERVAL.as_secs_f64()
-    };
+    // Read faster than it updates: it updates no more often than the longest interval
+    // over which it stood still (reads bunched by a loaded host stay short and change
+    // nothing). Beyond LONGEST_UPDATE a still counter is a domain drawing nothing, not
+    // a slow update.
+    let update = c
+        .longest_still()
+        .min(LONGEST_UPDATE)
+        .max(UPDATE_INTERVAL)
+        .as_secs_f64();
     let counted = (t - c.lost().as_secs_f64()).max(0.0);
     let power = if counted > 0.0 {
         energy.0 / counted
@@ -480,7 +490,11 @@ fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
         0.0
     };
     let quantum = c.quantum();
-    let u = quantum.0 + power * update + power * c.lost().as_secs_f64();
+    // Each interval lost to an anomaly is bounded by readings that lag by up to one
+    // update each: one more update's energy per anomaly.
+    let u = quantum.0
+        + power * update * (1 + c.anomalies()) as f64
+        + power * c.lost().as_secs_f64();
     let uncertainty = if intervals == 0 {
         Joules(0.0)
     } else {
@@ -542,7 +556,8 @@ pub struct DomainEnergy {
     pub power_uncertainty_w: Watts,
     /// The counter's smallest step as observed (1 J for psys on Sapphire Rapids).
     pub quantum_j: Joules,
-    /// The update interval assumed (1 ms) or observed (longer), seconds.
+    /// The update interval assumed (1 ms) or observed (the longest interval over which
+    /// the counter stood still, up to 250 ms), seconds.
     pub update_interval_s: f64,
     /// How many times the counter wrapped (corrected).
     pub wraps: u64,
