@@ -492,9 +492,8 @@ fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
     let quantum = c.quantum();
     // Each interval lost to an anomaly is bounded by readings that lag by up to one
     // update each: one more update's energy per anomaly.
-    let u = quantum.0
-        + power * update * (1 + c.anomalies()) as f64
-        + power * c.lost().as_secs_f64();
+    let u =
+        quantum.0 + power * update * (1 + c.anomalies()) as f64 + power * c.lost().as_secs_f64();
     let uncertainty = if intervals == 0 {
         Joules(0.0)
     } else {

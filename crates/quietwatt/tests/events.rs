@@ -163,14 +163,16 @@ fn cstate_entries_on_cpu0_agree_with_cpuidle_usage_within_10_percent() {
     let mut a = vec![0; c.channels().len()];
     let mut b = a.clone();
     c.read(&mut a).unwrap();
-    idle_cpu0(&mut c, &usage, 500, Duration::from_secs(4));
+    // Up to 30 s: a loaded host lets CPU 0 idle only now and then; an idle one
+    // reaches 500 entries in about a second.
+    idle_cpu0(&mut c, &usage, 500, Duration::from_secs(30));
     c.read(&mut b).unwrap();
     let sum = |ks: &[usize]| ks.iter().map(|&k| b[k] - a[k]).sum::<u64>();
     let sysfs = sum(&usage);
     let traced = sum(&perf);
     assert!(
         sysfs >= 50,
-        "CPU 0 entered idle only {sysfs} times in 4 s of 1-ms sleeps: something keeps it busy, nothing to compare"
+        "CPU 0 entered idle only {sysfs} times in 30 s of 1-ms sleeps: another process keeps every CPU busy, so there is nothing to compare"
     );
     let diff = (traced as f64 - sysfs as f64).abs() / sysfs as f64;
     eprintln!("CPU 0: perf power:cpu_idle entries {traced}, cpuidle usage {sysfs}");
@@ -402,11 +404,11 @@ fn bpf_counts_cpu_idle_on_every_cpu_within_10_percent_of_cpuidle() {
     let kind = b.kind();
     drop(b);
     assert_eq!(kind, AttachKind::ORDER[0], "fell back: {notes:?}");
-    for (cpu, perf, bpf, sysfs) in idle_entries_per_cpu(kind, 200, Duration::from_secs(5)) {
+    for (cpu, perf, bpf, sysfs) in idle_entries_per_cpu(kind, 200, Duration::from_secs(30)) {
         eprintln!("{kind}: cpu{cpu} perf {perf} bpf {bpf} cpuidle {sysfs}");
         assert!(
             sysfs >= 50,
-            "CPU {cpu} entered idle only {sysfs} times in 5 s of 1-ms sleeps: too busy to compare"
+            "CPU {cpu} entered idle only {sysfs} times in 30 s of 1-ms sleeps: another process keeps every CPU busy, so there is nothing to compare"
         );
         let diff = (bpf as f64 - sysfs as f64).abs() / sysfs as f64;
         assert!(
@@ -426,14 +428,17 @@ fn bpf_counts_cpu_idle_on_every_cpu_within_10_percent_of_cpuidle() {
 fn every_bpf_attach_kind_loads_and_sees_cpu0() {
     use quietwatt::events::bpf_idle::AttachKind;
     for kind in AttachKind::ORDER {
-        let rows = idle_entries_per_cpu(kind, 100, Duration::from_secs(3));
+        let rows = idle_entries_per_cpu(kind, 100, Duration::from_secs(20));
         for &(cpu, perf, bpf, sysfs) in &rows {
             eprintln!(
                 "visibility {kind:<26} cpu{cpu}: bpf {bpf:>5}  perf {perf:>5}  cpuidle {sysfs:>5}"
             );
         }
         let (_, perf, bpf, sysfs) = rows[0];
-        assert!(sysfs >= 25, "CPU 0 idled only {sysfs} times in 3 s");
+        assert!(
+            sysfs >= 25,
+            "CPU 0 idled only {sysfs} times in 20 s: another process keeps every CPU busy"
+        );
         assert!(
             (bpf as f64 - sysfs as f64).abs() <= 0.10 * sysfs as f64,
             "{kind} on CPU 0: {bpf} vs cpuidle {sysfs}"
