@@ -9,6 +9,8 @@
 #   fonts-dejavu-core  the text of the PNG plots (lab::png draws sans-serif with
 #                DejaVu Sans; without any font the PNGs have no labels, and the
 #                test that checks their title cannot check it)
+#   prometheus   not for the build: the serve tests (tests/serve.rs) scrape
+#                `quietwatt serve` with a real Prometheus and query its HTTP API
 # Idempotent: `apt-get update` runs only when something is missing.
 set -euo pipefail
 
@@ -26,6 +28,8 @@ command -v make >/dev/null 2>&1 || missing+=(make)
 # Not for the build itself: the PNG plots' labels. Checked by file, as fontconfig's
 # fc-list may be absent where the font is not.
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+# Not for the build either: the exporter's test against a real Prometheus.
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -46,7 +50,7 @@ fi
 echo "setup-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
-pkgs=(clang libelf-dev zlib1g-dev pkg-config fonts-dejavu-core)
+pkgs=(clang libelf-dev zlib1g-dev pkg-config fonts-dejavu-core prometheus)
 for extra in build-essential make; do
   if [[ " ${missing[*]} " == *" $extra "* ]]; then pkgs+=("$extra"); fi
 done

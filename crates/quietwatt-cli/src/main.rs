@@ -71,6 +71,8 @@ enum Command {
     Model(commands::model::Args),
     /// Convert a recording (and its `--events` file) into a Chrome JSON trace for Perfetto UI or chrome://tracing.
     Trace(commands::trace::Args),
+    /// Serve the energy counters to Prometheus (/metrics, text or OpenMetrics) until stopped.
+    Serve(commands::serve::Args),
     /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
     Emulate(emulate_cmd::EmulateArgs),
 }
@@ -102,6 +104,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Bench(a) => commands::bench::run(&env, a),
         Command::Trace(a) => commands::trace::run(a),
         Command::Model(a) => commands::model::run(&env, a),
+        Command::Serve(a) => commands::serve::run(&env, a),
         Command::Emulate(_) => unreachable!("handled above"),
     }
 }

@@ -115,6 +115,7 @@ pub mod adaptive;
 pub mod bench;
 pub mod command;
 pub mod events;
+pub mod export;
 pub mod inkernel;
 pub mod lab;
 pub mod meter;

@@ -10,6 +10,7 @@ pub mod list;
 pub mod model;
 pub mod record;
 pub mod run;
+pub mod serve;
 pub mod trace;
 
 use crate::exit::Failure;

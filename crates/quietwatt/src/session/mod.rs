@@ -261,6 +261,13 @@ impl Session {
         self.state().rows.as_ref().map(|r| r.stats())
     }
 
+    /// The reading error that ended the sampler thread, if one did: a long-running
+    /// consumer (an exporter) marks the counters failed rather than serving a
+    /// figure that silently stopped moving. [`Session::stop`] returns the error itself.
+    pub fn sampling_error(&self) -> Option<String> {
+        self.state().error.as_ref().map(ToString::to_string)
+    }
+
     /// Opens a window named `name` at the latest reading (without a rate, a reading
     /// taken now). Windows may nest and overlap; a name opened twice is a stack:
     /// [`Session::end_window`] closes the latest. Each open window costs the

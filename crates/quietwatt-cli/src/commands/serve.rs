@@ -1,0 +1,636 @@
+//! `quietwatt serve`: a Prometheus / OpenMetrics exporter.
+//!
+//! Three kinds of threads, none waiting on another for long:
+//! - one sampler per domain (a [`Session`] with a rate): a counter that vanishes
+//!   ends its own session only, and the others go on;
+//! - the main thread, which every `--min-interval` drains the sessions, takes
+//!   their snapshots and publishes one [`Exposition`] (an `Arc` swapped under a
+//!   lock held for a pointer copy): values change at most that often, whatever
+//!   the scrapers do;
+//! - the HTTP side: an acceptor and a fixed pool of workers fed through a bounded
+//!   queue, each connection with read and write timeouts, so slow or malformed
+//!   clients cost a worker for seconds at most and never reach the sessions.
+//!
+//! The server is a small HTTP/1.x subset written here (GET and HEAD of one path,
+//! `Connection: close`) rather than a crate: tiny_http, the smallest well-kept
+//! one, sets no timeouts on its connections and starts a thread per client,
+//! which is what a slow client must not be able to cause; the subset needs no
+//! dependency and its limits are plain below.
+
+use super::{parse_duration, selection};
+use crate::emulated::Environment;
+use crate::exit::{Failure, USAGE};
+use crate::signals;
+use quietwatt::export::prometheus::{render, DomainSeries, Exposition, ExpositionFormat};
+use quietwatt::{Domain, Hertz, Mechanism, Meter, Selection, Session, SessionConfig};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, TrySendError};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// The default address: loopback only, and 9885, a port not claimed on
+/// Prometheus's list of default exporter ports.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9885";
+
+/// HTTP workers; a scrape is a copy and a render, so few are enough.
+const WORKERS: usize = 8;
+/// Connections accepted and waiting for a worker; beyond, refused with a 503.
+const QUEUE: usize = 64;
+/// The most a request's head may take to arrive, and its largest size.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+const MAX_HEAD: usize = 8192;
+/// How long a failed domain waits before it is opened again.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// Arguments of `serve`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address and port to serve /metrics on; port 0 picks a free one (printed on
+    /// stderr). Loopback by default: expose it wider only behind auth or a proxy.
+    #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Mechanism to read (default: the best that works here; perf, powercap or msr).
+    #[arg(short, long)]
+    mechanism: Option<Mechanism>,
+    /// Domains to export, comma-separated (package,core,uncore,dram,psys; default: all).
+    #[arg(short, long)]
+    domains: Option<String>,
+    /// Reads per second of each counter, raised when a counter could wrap twice
+    /// between reads.
+    #[arg(short, long, value_name = "HZ", default_value_t = 10.0)]
+    freq: f64,
+    /// The exported values change at most this often (seconds): a scraper cannot
+    /// watch energy at RAPL's 1 ms resolution.
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_duration)]
+    min_interval: Duration,
+    /// Energies are rounded down to a multiple of this many joules.
+    #[arg(long, value_name = "JOULES", default_value_t = 0.01)]
+    resolution: f64,
+    /// Require HTTP basic auth with the `user:password` on the first line of FILE.
+    #[arg(long, value_name = "FILE")]
+    basic_auth_file: Option<PathBuf>,
+}
+
+/// One domain's session and what it has exported so far.
+struct Slot {
+    domain: Domain,
+    session: Option<Session>,
+    /// Energy and resets of earlier sessions of this domain (before a failure),
+    /// added to the current one's so the exported counter never goes back.
+    base: Vec<(f64, u64)>,
+    /// The last series published (kept, marked down, after a failure).
+    last: Vec<DomainSeries>,
+    failed_at: Option<Instant>,
+}
+
+/// What the HTTP side reads: the latest exposition.
+struct Published {
+    exposition: RwLock<Arc<Exposition>>,
+    scrapes: AtomicU64,
+    auth: Option<String>,
+}
+
+/// Samples until SIGTERM/SIGINT, serving the latest figures.
+pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    if args.resolution.is_nan() || args.resolution <= 0.0 || args.resolution > 1000.0 {
+        return Err(Failure::usage(format!(
+            "--resolution {}: give a number of joules above 0 and at most 1000, e.g. 0.01",
+            args.resolution
+        )));
+    }
+    let freq = Hertz::new(args.freq).map_err(|_| {
+        Failure::usage(format!(
+            "invalid --freq {}: give a number of hertz above 0 and at most 100000",
+            args.freq
+        ))
+    })?;
+    let auth = args
+        .basic_auth_file
+        .as_deref()
+        .map(read_auth_file)
+        .transpose()?;
+    signals::install();
+
+    // One opening to learn the mechanism, the domains and how fast a counter can
+    // wrap; then one session per domain on that mechanism.
+    let sel = selection(&args.domains)?;
+    let probe = quietwatt::source::open(&env.root, args.mechanism, &sel)?;
+    let mechanism = probe.mechanism();
+    let mut domains: Vec<Domain> = Vec::new();
+    for c in probe.channels() {
+        if !domains.contains(&c.id.domain) {
+            domains.push(c.id.domain);
+        }
+    }
+    let safe = Meter::new(probe).max_safe_period();
+    let freq = match safe {
+        Some(s) if freq.period() > s => {
+            let raised = Hertz::clamped((1.0 / s.as_secs_f64()).ceil());
+            eprintln!(
+                "quietwatt: note: --freq {} raised to {} so that no counter can wrap twice between reads",
+                freq.hz(),
+                raised.hz()
+            );
+            raised
+        }
+        _ => freq,
+    };
+    // Enough rows for two refreshes: drained every refresh, the buffer never drops.
+    let kept = (freq.hz() * args.min_interval.as_secs_f64() * 2.0).ceil() as usize + 16;
+    let config = |d: Domain| {
+        SessionConfig::default()
+            .root(env.root.clone())
+            .mechanism(mechanism)
+            .domains(Selection::only(vec![d]))
+            .rate(freq)
+            .samples_kept(kept)
+    };
+    let mut slots = Vec::new();
+    for d in domains {
+        let session = Session::start(config(d))?;
+        slots.push(Slot {
+            domain: d,
+            base: vec![(0.0, 0); session.channels().len()],
+            session: Some(session),
+            last: Vec::new(),
+            failed_at: None,
+        });
+    }
+
+    let listener = TcpListener::bind(args.listen)
+        .map_err(|e| Failure::new(USAGE, format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener.local_addr().unwrap_or(args.listen);
+    let mut totals = (0u64, 0u64);
+    let published = Arc::new(Published {
+        exposition: RwLock::new(Arc::new(refresh(
+            &mut slots,
+            &mut totals,
+            args.resolution,
+            &config,
+        ))),
+        scrapes: AtomicU64::new(0),
+        auth,
+    });
+    start_http(listener, Arc::clone(&published))?;
+    eprintln!(
+        "quietwatt: serving http://{addr}/metrics ({} at {} Hz, {}; values every {:.3} s, to {} J){}",
+        mechanism.name(),
+        freq.hz(),
+        slots
+            .iter()
+            .map(|s| s.domain.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        args.min_interval.as_secs_f64(),
+        args.resolution,
+        if published.auth.is_some() {
+            ", basic auth"
+        } else {
+            ""
+        }
+    );
+
+    let started = Instant::now();
+    let mut next = Instant::now() + args.min_interval;
+    while !signals::STOP.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(100)));
+            continue;
+        }
+        next += args.min_interval;
+        if next < now {
+            next = now + args.min_interval;
+        }
+        let e = refresh(&mut slots, &mut totals, args.resolution, &config);
+        *published
+            .exposition
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(e);
+    }
+    // Stopping joins each sampler; the HTTP threads end with the process.
+    for s in &mut slots {
+        if let Some(session) = s.session.take() {
+            let _ = session.stop();
+        }
+    }
+    eprintln!(
+        "quietwatt: stopped after {:.1} s: {} samples, {} scrapes served",
+        started.elapsed().as_secs_f64(),
+        totals.0,
+        published.scrapes.load(Ordering::Relaxed)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads `user:password` from the first line of `path`; the expected
+/// `Authorization` header value is kept, never the password alone.
+fn read_auth_file(path: &std::path::Path) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::usage(format!("--basic-auth-file {}: {e}", path.display())))?;
+    let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+    if !line.contains(':') || line.starts_with(':') {
+        return Err(Failure::usage(format!(
+            "--basic-auth-file {}: the first line must be user:password",
+            path.display()
+        )));
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(path) {
+            if m.permissions().mode() & 0o077 != 0 {
+                eprintln!(
+                    "quietwatt: warning: {} is readable by others than its owner: chmod 600 it",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(format!("Basic {}", base64(line.as_bytes())))
+}
+
+/// Standard base64 with padding (RFC 4648), for the basic auth header.
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+/// Drains every session and builds the exposition; a session whose sampler
+/// failed is stopped and its domain marked down (its energy kept), and reopened
+/// after [`RETRY`], counting on from where it stopped.
+fn refresh(
+    slots: &mut [Slot],
+    totals: &mut (u64, u64),
+    resolution: f64,
+    config: &dyn Fn(Domain) -> SessionConfig,
+) -> Exposition {
+    let mut domains = Vec::new();
+    for slot in slots.iter_mut() {
+        if slot.session.is_none() && slot.failed_at.is_some_and(|t| t.elapsed() >= RETRY) {
+            match Session::start(config(slot.domain)) {
+                Ok(s) if s.channels().len() == slot.base.len() => {
+                    // The energy between the failure and now is lost; the counter
+                    // goes on from its last value, and the gap counts as a reset.
+                    for (b, l) in slot.base.iter_mut().zip(&slot.last) {
+                        *b = (l.energy_j, l.resets + 1);
+                    }
+                    eprintln!("quietwatt: {} is read again", slot.domain.name());
+                    slot.session = Some(s);
+                    slot.failed_at = None;
+                }
+                _ => slot.failed_at = Some(Instant::now()),
+            }
+        }
+        if let Some(session) = &slot.session {
+            for row in session.drain_samples() {
+                totals.0 += 1;
+                totals.1 += row.missed;
+            }
+            if let Ok(report) = session.snapshot() {
+                let mut series = DomainSeries::of_report(&report);
+                for (s, (e, r)) in series.iter_mut().zip(&slot.base) {
+                    s.energy_j += e;
+                    s.resets += r;
+                }
+                slot.last = series;
+            }
+            if let Some(e) = session.sampling_error() {
+                eprintln!(
+                    "quietwatt: warning: {} is no longer read ({e}); the other domains are still served, retrying every {} s",
+                    slot.domain.name(),
+                    RETRY.as_secs()
+                );
+                slot.failed_at = Some(Instant::now());
+            }
+        }
+        if slot.failed_at.is_some() {
+            if let Some(s) = slot.session.take() {
+                let _ = s.stop();
+            }
+        }
+        let up = slot.session.is_some();
+        domains.extend(slot.last.iter().cloned().map(|mut s| {
+            s.up = up;
+            s
+        }));
+    }
+    let (cpu_seconds, wakeups) = own_usage();
+    Exposition {
+        domains,
+        samples: totals.0,
+        missed_deadlines: totals.1,
+        cpu_seconds,
+        wakeups,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        resolution_j: resolution,
+    }
+}
+
+/// The process's CPU seconds and voluntary context switches (getrusage).
+fn own_usage() -> (Option<f64>, Option<u64>) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (None, None);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (
+        Some(secs(ru.ru_utime) + secs(ru.ru_stime)),
+        Some(ru.ru_nvcsw as u64),
+    )
+}
+
+/// The acceptor and the workers.
+fn start_http(listener: TcpListener, published: Arc<Published>) -> Result<(), Failure> {
+    let (tx, rx) = sync_channel::<TcpStream>(QUEUE);
+    let rx = Arc::new(Mutex::new(rx));
+    let spawn_err =
+        |e: std::io::Error| Failure::new(1, format!("cannot start the HTTP threads: {e}"));
+    for i in 0..WORKERS {
+        let rx = Arc::clone(&rx);
+        let p = Arc::clone(&published);
+        std::thread::Builder::new()
+            .name(format!("quietwatt-http{i}"))
+            .spawn(move || worker(&rx, &p))
+            .map_err(spawn_err)?;
+    }
+    std::thread::Builder::new()
+        .name("quietwatt-accept".into())
+        .spawn(move || loop {
+            match listener.accept() {
+                Ok((stream, _)) => match tx.try_send(stream) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(mut s)) => {
+                        let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+                        let _ = s.write_all(&response(503, "text/plain", "busy\n", &[], false));
+                    }
+                    Err(TrySendError::Disconnected(_)) => return,
+                },
+                // EINTR from a signal, a client gone before accept, no descriptor
+                // left: none ends the server.
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        })
+        .map_err(spawn_err)?;
+    Ok(())
+}
+
+fn worker(rx: &Mutex<Receiver<TcpStream>>, published: &Published) {
+    loop {
+        let stream = {
+            let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+            match rx.recv() {
+                Ok(s) => s,
+                Err(_) => return,
+            }
+        };
+        serve_one(stream, published);
+    }
+}
+
+/// One request on one connection, then close.
+fn serve_one(mut stream: TcpStream, published: &Published) {
+    let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+    let Some(head) = read_head(&mut stream) else {
+        return;
+    };
+    let reply = match handle(&head, published) {
+        Some((status, ctype, body, extra, head_only)) => {
+            response(status, ctype, &body, &extra, head_only)
+        }
+        None => response(400, "text/plain", "bad request\n", &[], false),
+    };
+    let _ = stream.write_all(&reply);
+    let _ = stream.flush();
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// The request's head, or `None` when the client sent nothing usable in time
+/// (the connection is then closed without an answer, or with a 400 for garbage).
+fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        if stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .is_err()
+        {
+            return None;
+        }
+        let n = match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = find_end(&buf) {
+            buf.truncate(end);
+            return Some(String::from_utf8_lossy(&buf).into_owned());
+        }
+        if buf.len() > MAX_HEAD {
+            let _ = stream.write_all(&response(
+                431,
+                "text/plain",
+                "request too large\n",
+                &[],
+                false,
+            ));
+            return None;
+        }
+    }
+}
+
+fn find_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
+}
+
+type Reply = (
+    u16,
+    &'static str,
+    String,
+    Vec<(&'static str, &'static str)>,
+    bool,
+);
+
+/// Answers a request head; `None` when it is not HTTP.
+fn handle(head: &str, published: &Published) -> Option<Reply> {
+    let mut lines = head.lines();
+    let mut parts = lines.next()?.split(' ');
+    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || !version.starts_with("HTTP/1.") {
+        return None;
+    }
+    let mut accept = None;
+    let mut authorization = None;
+    for line in lines {
+        let (k, v) = line.split_once(':')?;
+        match k.trim().to_ascii_lowercase().as_str() {
+            "accept" => accept = Some(v.trim()),
+            "authorization" => authorization = Some(v.trim()),
+            _ => {}
+        }
+    }
+    let head_only = match method {
+        "GET" => false,
+        "HEAD" => true,
+        _ => {
+            return Some((
+                405,
+                "text/plain",
+                "only GET and HEAD\n".into(),
+                vec![("Allow", "GET, HEAD")],
+                false,
+            ))
+        }
+    };
+    if let Some(expected) = &published.auth {
+        if !authorization.is_some_and(|a| constant_time_eq(a.as_bytes(), expected.as_bytes())) {
+            return Some((
+                401,
+                "text/plain",
+                "unauthorized\n".into(),
+                vec![("WWW-Authenticate", "Basic realm=\"quietwatt\"")],
+                head_only,
+            ));
+        }
+    }
+    let path = target.split('?').next().unwrap_or("");
+    match path {
+        "/metrics" => {
+            let format = ExpositionFormat::negotiate(accept);
+            // The lock is held for a pointer copy; rendering happens outside it.
+            let e = Arc::clone(
+                &published
+                    .exposition
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            published.scrapes.fetch_add(1, Ordering::Relaxed);
+            Some((
+                200,
+                format.content_type(),
+                render(&e, format),
+                Vec::new(),
+                head_only,
+            ))
+        }
+        "/" => Some((
+            200,
+            "text/html; charset=utf-8",
+            "<html><body><a href=\"/metrics\">quietwatt metrics</a></body></html>\n".into(),
+            Vec::new(),
+            head_only,
+        )),
+        _ => Some((
+            404,
+            "text/plain",
+            "not found: try /metrics\n".into(),
+            Vec::new(),
+            head_only,
+        )),
+    }
+}
+
+/// Compares without stopping at the first difference, so the time taken does not
+/// tell how much of a guessed password was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn response(
+    status: u16,
+    ctype: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+    head_only: bool,
+) -> Vec<u8> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "",
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in extra {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    if !head_only {
+        out.push_str(body);
+    }
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b"user:pass"), "dXNlcjpwYXNz");
+    }
+
+    #[test]
+    fn requests_are_parsed_or_refused() {
+        let p = Published {
+            exposition: RwLock::new(Arc::new(Exposition {
+                domains: Vec::new(),
+                samples: 0,
+                missed_deadlines: 0,
+                cpu_seconds: None,
+                wakeups: None,
+                version: "0".into(),
+                resolution_j: 0.01,
+            })),
+            scrapes: AtomicU64::new(0),
+            auth: Some(format!("Basic {}", base64(b"u:p"))),
+        };
+        assert!(handle("garbage", &p).is_none());
+        assert!(handle("GET /metrics HTTP/1.1\r\nno colon", &p).is_none());
+        assert_eq!(handle("GET /metrics HTTP/1.1", &p).unwrap().0, 401);
+        let ok = handle("GET /metrics HTTP/1.1\r\nAuthorization: Basic dTpw", &p).unwrap();
+        assert_eq!(ok.0, 200);
+        assert_eq!(handle("POST /metrics HTTP/1.1", &p).unwrap().0, 405);
+        assert_eq!(
+            handle("GET /x HTTP/1.1\r\nAuthorization: Basic dTpw", &p)
+                .unwrap()
+                .0,
+            404
+        );
+    }
+}

@@ -1,0 +1,564 @@
+//! `quietwatt serve` against the emulator, over HTTP on loopback with plain
+//! `TcpStream`s: the formats, the energy against what the emulator served, wraps,
+//! concurrent and bad clients, a vanished counter, SIGTERM.
+
+mod common;
+
+use common::mount;
+use quietwatt::Domain;
+use quietwatt_emulator::{EmulatorConfig, Mechanism as Served};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running `quietwatt serve` and what it printed on stderr.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(root: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+            .arg("--root")
+            .arg(root)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("QUIETWATT_ROOT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start quietwatt serve");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pipe = child.stderr.take().expect("stderr");
+        let log = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("serving http://").nth(1) {
+                    let addr = rest.split('/').next().unwrap_or("").to_string();
+                    let _ = tx.send(addr);
+                }
+                let mut l = log.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(a) => a.parse().expect("an address"),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "quietwatt serve printed no address: {}",
+                    stderr.lock().unwrap()
+                );
+            }
+        };
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn scrape(&self) -> Response {
+        get(self.addr, "/metrics", None)
+    }
+
+    fn terminate(mut self) -> (std::process::ExitStatus, Duration, String) {
+        let t = Instant::now();
+        // SAFETY: kill with the pid of a child not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = self.child.kill();
+                panic!("quietwatt serve still running 10 s after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let took = t.elapsed();
+        // The reader thread sees the pipe close.
+        std::thread::sleep(Duration::from_millis(200));
+        let log = self.stderr.lock().unwrap().clone();
+        (status, took, log)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Response {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+/// One request, read to the end (the server closes the connection).
+fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> Response {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(a) = accept {
+        req.push_str(&format!("Accept: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("send");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read the response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("a status line");
+    let content_type = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    Response {
+        status,
+        content_type,
+        body: body.to_string(),
+    }
+}
+
+/// Checks the text format line by line and returns the samples as
+/// (name, labels, value).
+fn parse(body: &str) -> Vec<(String, String, f64)> {
+    let mut samples = Vec::new();
+    let mut typed = Vec::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            typed.push(rest.split(' ').next().unwrap().to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        assert!(!line.starts_with('#'), "an unknown comment: {line}");
+        let (series, value) = line.rsplit_once(' ').expect("name{labels} value");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("a value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').expect("closed labels")),
+            None => (series, ""),
+        };
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "a metric name: {name}"
+        );
+        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').expect("label=value");
+            assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            assert!(v.starts_with('"') && v.ends_with('"'), "quoted: {pair}");
+        }
+        // Each sample belongs to a family declared before it.
+        assert!(
+            typed.iter().any(|t| name == t
+                || name.strip_suffix("_total") == Some(t)
+                || name.strip_suffix("_info") == Some(t)),
+            "{name} has no # TYPE before it"
+        );
+        samples.push((name.to_string(), labels.to_string(), value));
+    }
+    samples
+}
+
+/// The value of the one sample of `name` whose labels contain `has`.
+fn value(samples: &[(String, String, f64)], name: &str, has: &str) -> Option<f64> {
+    samples
+        .iter()
+        .find(|(n, l, _)| n == name && l.contains(has))
+        .map(|s| s.2)
+}
+
+#[test]
+fn the_text_format_parses_and_package_energy_matches_what_was_served() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(
+        m.root(),
+        &[
+            "-m",
+            "powercap",
+            "--min-interval",
+            "0.2",
+            "--resolution",
+            "0.001",
+        ],
+    );
+    let mut last = 0.0;
+    for i in 0..5 {
+        std::thread::sleep(Duration::from_millis(300));
+        let before = m.served_powercap(0, Domain::Package);
+        let r = server.scrape();
+        let after = m.served_record(Served::Powercap, 0, Domain::Package);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+        for family in [
+            "quietwatt_energy_joules_total",
+            "quietwatt_counter_resets_total",
+            "quietwatt_up",
+            "quietwatt_samples_total",
+            "quietwatt_missed_deadlines_total",
+            "quietwatt_cpu_seconds_total",
+            "quietwatt_build_info",
+        ] {
+            assert!(
+                r.body.contains(&format!("# TYPE {family} ")),
+                "{family}:\n{}",
+                r.body
+            );
+            assert!(r.body.contains(&format!("# HELP {family} ")), "{family}");
+        }
+        assert!(!r.body.contains("# EOF"));
+        let s = parse(&r.body);
+        let e = value(
+            &s,
+            "quietwatt_energy_joules_total",
+            "domain=\"package\",mechanism=\"powercap\"",
+        )
+        .expect("package energy");
+        assert!(e >= last, "scrape {i}: the counter went from {last} to {e}");
+        last = e;
+        // The figure is a reading at most one --min-interval (and a sampling period)
+        // before the scrape, rounded down: within what the emulator served up to
+        // the scrape, and not less than what it served a generous 0.5 s before it.
+        let watts = after.energy().0 / (after.last_t - after.first_t).as_secs_f64();
+        assert!(
+            e <= after.energy().0 + 0.001,
+            "{e} J above the {} J served",
+            after.energy().0
+        );
+        assert!(
+            e >= before - watts * 0.5 - 0.001,
+            "{e} J well below the {before} J served before the scrape ({watts} W)"
+        );
+        assert_eq!(value(&s, "quietwatt_up", "domain=\"package\""), Some(1.0));
+        assert_eq!(value(&s, "quietwatt_build_info", "version=\""), Some(1.0));
+    }
+    assert!(last > 0.0);
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+}
+
+#[test]
+fn openmetrics_is_served_when_asked_for() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(m.root(), &["-d", "package"]);
+    let r = get(
+        server.addr,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        r.content_type
+            .starts_with("application/openmetrics-text; version=1.0.0"),
+        "{}",
+        r.content_type
+    );
+    assert!(r.body.ends_with("# EOF\n"), "{}", r.body);
+    assert!(r.body.contains("# TYPE quietwatt_energy_joules counter\n"));
+    assert!(r.body.contains("# UNIT quietwatt_energy_joules joules\n"));
+    assert!(r.body.contains("# TYPE quietwatt_build info\n"));
+    let s = parse(&r.body);
+    assert!(value(&s, "quietwatt_energy_joules_total", "domain=\"package\"").is_some());
+    // Without the header: the text format.
+    let plain = server.scrape();
+    assert!(plain.content_type.starts_with("text/plain; version=0.0.4"));
+    assert!(!plain.body.contains("# EOF"));
+}
+
+#[test]
+fn a_wrapping_counter_never_makes_the_energy_decrease() {
+    // A 1 J range that wraps every 50 ms or so.
+    let m = mount(EmulatorConfig::default().with_counter_bits(16).with_esu(16));
+    let server = Server::start(
+        m.root(),
+        &[
+            "-m",
+            "powercap",
+            "-d",
+            "package",
+            "--min-interval",
+            "0.1",
+            "--resolution",
+            "0.001",
+        ],
+    );
+    let mut last = 0.0;
+    for i in 0..5 {
+        std::thread::sleep(Duration::from_millis(300));
+        let s = parse(&server.scrape().body);
+        let e = value(&s, "quietwatt_energy_joules_total", "domain=\"package\"").unwrap();
+        assert!(e >= last, "scrape {i}: {last} J then {e} J");
+        last = e;
+    }
+    // Beyond the counter's 1 J range: the wraps were corrected.
+    assert!(
+        last > 2.0,
+        "only {last} J after 1.5 s at a power that wraps 1 J in 50 ms"
+    );
+}
+
+#[test]
+fn twenty_concurrent_scrapes_all_succeed() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(m.root(), &["-d", "package,dram"]);
+    let addr = server.addr;
+    let threads: Vec<_> = (0..20)
+        .map(|_| std::thread::spawn(move || get(addr, "/metrics", None)))
+        .collect();
+    for t in threads {
+        let r = t.join().expect("a scrape");
+        assert_eq!(r.status, 200);
+        assert!(r.body.contains("quietwatt_energy_joules_total{"));
+    }
+}
+
+#[test]
+fn malformed_and_silent_clients_do_not_affect_the_next_scrape() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(m.root(), &["-d", "package"]);
+    // A client that connects and sends nothing, kept open through the scrapes below.
+    let silent: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    // Garbage: answered 400 (or closed), never a crash.
+    let mut bad = TcpStream::connect(server.addr).unwrap();
+    bad.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    bad.write_all(b"\x16\x03\x01 not http at all\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    let _ = bad.read_to_string(&mut answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 400"),
+        "{answer}"
+    );
+    // Too long a head.
+    let mut big = TcpStream::connect(server.addr).unwrap();
+    big.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = big.write_all(format!("GET /{} HTTP/1.1\r\n", "a".repeat(20_000)).as_bytes());
+    let mut answer = Vec::new();
+    let _ = big.read_to_end(&mut answer);
+    let t = Instant::now();
+    let r = server.scrape();
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("quietwatt_energy_joules_total{"));
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "a scrape took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(get(server.addr, "/nope", None).status, 404);
+    drop(silent);
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+}
+
+#[test]
+fn a_vanished_counter_is_marked_and_the_others_still_served() {
+    let config = EmulatorConfig::default().with_fault("vanish:0/dram@1s".parse().unwrap());
+    let m = mount(config);
+    let server = Server::start(
+        m.root(),
+        &[
+            "-m",
+            "powercap",
+            "-d",
+            "package,dram",
+            "--min-interval",
+            "0.2",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let down = loop {
+        let s = parse(&server.scrape().body);
+        if value(&s, "quietwatt_up", "domain=\"dram\"") == Some(0.0) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "dram never marked down: {s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        value(&down, "quietwatt_up", "domain=\"package\""),
+        Some(1.0)
+    );
+    // The dram series stays, at its last value.
+    assert!(value(&down, "quietwatt_energy_joules_total", "domain=\"dram\"").is_some());
+    let p0 = value(&down, "quietwatt_energy_joules_total", "domain=\"package\"").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let s = parse(&server.scrape().body);
+    let p1 = value(&s, "quietwatt_energy_joules_total", "domain=\"package\"").unwrap();
+    assert!(p1 > p0, "package stopped at {p0} J");
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("dram is no longer read"), "{log}");
+}
+
+#[test]
+fn sigterm_stops_it_cleanly() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(m.root(), &["-d", "package"]);
+    assert_eq!(server.scrape().status, 200);
+    let (status, took, log) = server.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(took < Duration::from_secs(10));
+    let last = log.lines().last().unwrap_or("");
+    assert!(last.starts_with("quietwatt: stopped after"), "{log}");
+    assert!(last.contains("1 scrapes served"), "{last}");
+}
+
+#[test]
+fn basic_auth_is_required_when_configured() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("auth");
+    std::fs::write(&file, "prom:s3cret\n").unwrap();
+    let server = Server::start(
+        m.root(),
+        &["-d", "package", "--basic-auth-file", file.to_str().unwrap()],
+    );
+    assert_eq!(server.scrape().status, 401);
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // base64("prom:s3cret")
+    s.write_all(b"GET /metrics HTTP/1.1\r\nAuthorization: Basic cHJvbTpzM2NyZXQ=\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+}
+
+/// `s` with everything but letters and digits percent-encoded, for a query string.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A Prometheus query's first result value, if it has one.
+fn prom_query(addr: SocketAddr, query: &str) -> Option<f64> {
+    let r = get(
+        addr,
+        &format!("/api/v1/query?query={}", urlencode(query)),
+        None,
+    );
+    if r.status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// A real Prometheus (Debian's `prometheus`, which scripts/setup-deps.sh installs)
+/// scrapes the exporter every second, negotiating OpenMetrics as it does by
+/// default: the energy is there, positive, and its rate() is the emulator's power.
+#[test]
+fn a_real_prometheus_scrapes_it() {
+    let prometheus = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("prometheus"))
+                .find(|f| f.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!("`prometheus` is not installed: run scripts/setup-deps.sh (Debian's prometheus package)")
+        });
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(m.root(), &["-m", "powercap", "-d", "package"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: quietwatt\n    static_configs:\n      - targets: ['{}']\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let web: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let prom = Command::new(&prometheus)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start prometheus");
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Killed however the test ends.
+    let mut prom = Kill(prom);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let query = "rate(quietwatt_energy_joules_total{domain=\"package\"}[10s])";
+    let (energy, rate) = loop {
+        assert!(
+            prom.0.try_wait().unwrap().is_none(),
+            "prometheus exited: {}",
+            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+        );
+        let ready = TcpStream::connect_timeout(&web, Duration::from_secs(1)).is_ok();
+        if ready {
+            let e = prom_query(
+                web,
+                "quietwatt_energy_joules_total{domain=\"package\",job=\"quietwatt\"}",
+            );
+            let r = prom_query(web, query);
+            if let (Some(e), Some(r)) = (e, r) {
+                if e > 0.0 && r > 0.0 && Instant::now() > deadline - Duration::from_secs(75) {
+                    break (e, r);
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no quietwatt_energy_joules_total in Prometheus after 90 s: {}",
+            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let served = m.served_record(Served::Powercap, 0, Domain::Package);
+    let watts = served.energy().0 / (served.last_t - served.first_t).as_secs_f64();
+    assert!(energy > 0.0);
+    assert!(
+        (rate - watts).abs() <= watts * 0.1,
+        "Prometheus's {query} = {rate} W, the emulator serves {watts} W"
+    );
+    assert_eq!(prom_query(web, "up{job=\"quietwatt\"}"), Some(1.0));
+}
