@@ -14,7 +14,7 @@
 //! it needs root (or CAP_BPF and CAP_PERFMON). Output goes to CSV files in the
 //! temporary directory, as `quietwatt record` would write them.
 
-use quietwatt::inkernel::{self, open_specs, stand_in_specs, InKernelConfig, Opened, Storage};
+use quietwatt::inkernel::{self, open_specs, stand_in_specs, Opened};
 use quietwatt::meter::{monotonic_ns, Meter};
 use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Format, Metadata, OutputFile};
@@ -107,9 +107,8 @@ fn main() -> ExitCode {
                 }
             }
         } else {
-            let mut storage = Storage::new();
-            let opened = open_specs(&mut storage, m, stand_in_specs(0), freq, drain);
-            let mut s = match opened {
+            let opened = open_specs(m, stand_in_specs(0), freq, drain);
+            let s = match opened {
                 Ok(Opened::InKernel(s)) => s,
                 Ok(Opened::Fallback { reason, .. }) => {
                     eprintln!("inkernel_bench: {m}: {reason}");
@@ -120,25 +119,31 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let mut config = InKernelConfig::new(drain);
+            // The same engine as perf's: the source samples at `freq` in the kernel
+            // and is drained at `drain`.
+            let mut meter = Meter::new(Box::new(s));
+            let mut config = EngineConfig::new(Rate::Fixed(freq));
             config.duration = Some(duration);
-            let r = inkernel::record(s.as_mut(), sink.as_mut(), &path, &meta, &config, &stop);
-            match r {
-                Ok(r) => Row {
+            let r = record(&mut meter, sink.as_mut(), &path, &meta, &config, &stop);
+            match r.map(|r| {
+                let k = r.kernel.clone();
+                (r, k)
+            }) {
+                Ok((r, Some(k))) => Row {
                     name: m.name().into(),
-                    records: r.recording.samples,
-                    secs: r.recording.overhead.duration_s,
+                    records: r.samples,
+                    secs: r.overhead.duration_s,
                     wakeups: 0,
-                    sampler_wakeups: r.recording.overhead.sampler.voluntary_switches,
+                    sampler_wakeups: r.overhead.sampler.voluntary_switches,
                     cpu_ns: 0,
-                    kernel_ns: r.kernel.kernel.prog_run_ns,
-                    missed: r.recording.missed_deadlines,
-                    gaps: Some((
-                        r.kernel.clock_gaps,
-                        r.kernel.kernel.throttled,
-                        r.kernel.longest_gap_ms,
-                    )),
+                    kernel_ns: k.kernel.prog_run_ns,
+                    missed: r.missed_deadlines,
+                    gaps: Some((k.clock_gaps, k.kernel.throttled, k.longest_gap_ms)),
                 },
+                Ok((_, None)) => {
+                    eprintln!("inkernel_bench: {m}: the recording has no kernel figures");
+                    return ExitCode::FAILURE;
+                }
                 Err(e) => {
                     eprintln!("inkernel_bench: {m}: {e}");
                     return ExitCode::FAILURE;

@@ -2,6 +2,7 @@
 //! sampler thread as a recording (samples go nowhere: the result is the summary).
 
 use crate::error::{Error, Result};
+use crate::inkernel::KernelFigures;
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::Overhead;
 use crate::record::{drive, record_between, EngineConfig, Recording};
@@ -25,6 +26,8 @@ pub struct MeasuredCommand {
     pub warnings: Vec<String>,
     /// A reading that failed mid-way: the report covers up to the last good sample.
     pub error: Option<Error>,
+    /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
+    pub kernel: Option<KernelFigures>,
 }
 
 /// What [`measure_watched`] tells its watcher about the command.
@@ -62,13 +65,17 @@ pub fn measure_watched(
     let (run, status) = drive(meter, &mut NullSink, &config, None, |_| {
         spawn_and_wait(cmd, watch)
     })?;
+    let kernel = run.kernel(meter);
+    let mut warnings = run.warnings;
+    warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));
     Ok(MeasuredCommand {
         report: meter.report(),
         status,
         overhead: Overhead::new(&run.counts, run.writer_usage, run.written)
             .with_waiter(run.waiter_usage),
-        warnings: run.warnings,
+        warnings,
         error: run.read_error,
+        kernel,
     })
 }
 

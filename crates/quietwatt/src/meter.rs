@@ -4,7 +4,7 @@
 use crate::counter::{period_may_hide_wraps, Counter, Marks, Step, StepKind, Wrap};
 use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
 use crate::error::{Error, Result};
-use crate::source::{Channel, Mechanism, Source};
+use crate::source::{Channel, Mechanism, Mode, Reading, Source};
 use crate::units::{Joules, Watts};
 use serde::Serialize;
 use std::time::Duration;
@@ -18,7 +18,16 @@ pub fn monotonic_ns() -> u64 {
 /// Reads a [`Source`] and accumulates its counters.
 pub struct Meter {
     source: Box<dyn Source>,
+    /// Everything but the source, apart so that a buffered source's drain can feed
+    /// each of its readings in while it is borrowed ([`Meter::drain`]).
+    t: Tally,
+}
+
+/// The counters of a meter and what their readings did.
+struct Tally {
     counters: Vec<Counter>,
+    /// Each channel's origin, for errors.
+    origins: Vec<std::path::PathBuf>,
     raw: Vec<u64>,
     deltas: Vec<u64>,
     kinds: Vec<StepKind>,
@@ -33,6 +42,44 @@ pub struct Meter {
     events: Vec<CounterEvent>,
     events_dropped: u64,
 }
+
+impl Tally {
+    /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
+    fn account(&mut self, t: u64) -> Result<()> {
+        self.marks = Marks::default();
+        for (i, (c, &raw)) in self.counters.iter_mut().zip(&self.raw).enumerate() {
+            let step = c.update(raw, t).map_err(|e| Error::CorruptCounter {
+                path: self.origins[i].clone(),
+                value: e.value,
+                modulus: e.modulus,
+            })?;
+            self.deltas[i] = step.steps;
+            self.kinds[i] = step.kind;
+            if step.kind.is_anomaly() {
+                self.marks.set(i, step.kind);
+                if self.events.len() < self.events.capacity() {
+                    self.events.push(CounterEvent {
+                        channel: i,
+                        t_ns: t,
+                        step,
+                    });
+                } else {
+                    self.events_dropped += 1;
+                }
+            }
+            if step.steps != 0 || self.first_ns.is_none() {
+                self.last_change_ns[i] = t;
+            }
+        }
+        self.first_ns.get_or_insert(t);
+        self.last_ns = t;
+        Ok(())
+    }
+}
+
+/// What [`Meter::drain`] hands each reading to: its time (CLOCK_MONOTONIC ns), its
+/// corrected deltas, its marks, and the readings the kernel lost just before it.
+pub type Drained<'a> = dyn FnMut(u64, &[u64], Marks, u64) + 'a;
 
 /// A counter that does not move for this long is reported (RAPL updates every ~1 ms).
 pub const STALE_AFTER: Duration = Duration::from_millis(500);
@@ -67,18 +114,62 @@ impl Meter {
     pub fn new(source: Box<dyn Source>) -> Meter {
         let counters = source.channels().iter().map(Channel::counter).collect();
         let n = source.channels().len();
+        let origins = source.channels().iter().map(|c| c.origin.clone()).collect();
         Meter {
             source,
-            counters,
-            raw: vec![0; n],
-            deltas: vec![0; n],
-            kinds: vec![StepKind::First; n],
-            marks: Marks::default(),
-            first_ns: None,
-            last_ns: 0,
-            last_change_ns: vec![0; n],
-            events: Vec::with_capacity(EVENTS_KEPT),
-            events_dropped: 0,
+            t: Tally {
+                counters,
+                origins,
+                raw: vec![0; n],
+                deltas: vec![0; n],
+                kinds: vec![StepKind::First; n],
+                marks: Marks::default(),
+                first_ns: None,
+                last_ns: 0,
+                last_change_ns: vec![0; n],
+                events: Vec::with_capacity(EVENTS_KEPT),
+                events_dropped: 0,
+            },
+        }
+    }
+
+    /// How the source's readings come: polled or buffered ([`Source::mode`]).
+    pub fn mode(&self) -> Mode {
+        self.source.mode()
+    }
+
+    /// Starts a buffered source's kernel sampling ([`Source::start`]).
+    pub fn start(&mut self) -> Result<()> {
+        self.source.start()
+    }
+
+    /// What a buffered source's kernel side did ([`Source::kernel_side`]).
+    pub fn kernel_side(&self) -> Option<crate::inkernel::KernelSide> {
+        self.source.kernel_side()
+    }
+
+    /// Drains a buffered source ([`Source::drain`]): each reading goes through the
+    /// same correction as [`Meter::sample`], and `f` gets its time, its deltas, its
+    /// marks and the readings lost just before it. Stops at the first reading that
+    /// cannot be accounted (a corrupt counter) and returns its error. Allocates
+    /// nothing.
+    pub fn drain(&mut self, last: bool, f: &mut Drained<'_>) -> Result<()> {
+        let Meter { source, t } = self;
+        let mut failed = None;
+        let drained = source.drain(last, &mut |r: &Reading<'_>| {
+            if failed.is_some() {
+                return;
+            }
+            let n = t.raw.len().min(r.raw.len());
+            t.raw[..n].copy_from_slice(&r.raw[..n]);
+            match t.account(r.t_ns) {
+                Ok(()) => f(r.t_ns, &t.deltas, t.marks, r.lost),
+                Err(e) => failed = Some(e),
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => drained,
         }
     }
 
@@ -107,7 +198,7 @@ impl Meter {
     /// sample (all zero on the first). Allocates nothing.
     pub fn sample(&mut self) -> Result<(u64, &[u64])> {
         let t = monotonic_ns();
-        self.source.read(&mut self.raw)?;
+        self.source.read(&mut self.t.raw)?;
         self.account(t)
     }
 
@@ -115,9 +206,9 @@ impl Meter {
     /// energy is not the full interval's. Allocates nothing.
     pub fn sample_marked(&mut self) -> Result<(u64, &[u64], Marks)> {
         let t = monotonic_ns();
-        self.source.read(&mut self.raw)?;
+        self.source.read(&mut self.t.raw)?;
         self.account(t)?;
-        Ok((t, &self.deltas, self.marks))
+        Ok((t, &self.t.deltas, self.t.marks))
     }
 
     /// Like [`Meter::sample`] with readings taken elsewhere at `t_ns` (CLOCK_MONOTONIC):
@@ -125,59 +216,33 @@ impl Meter {
     /// batches, and go through the same wrap correction and bookkeeping. `raw` has one
     /// value per channel. Allocates nothing.
     pub fn feed(&mut self, t_ns: u64, raw: &[u64]) -> Result<&[u64]> {
-        let n = self.raw.len().min(raw.len());
-        self.raw[..n].copy_from_slice(&raw[..n]);
+        let n = self.t.raw.len().min(raw.len());
+        self.t.raw[..n].copy_from_slice(&raw[..n]);
         self.account(t_ns).map(|(_, d)| d)
     }
 
-    /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
+    /// Corrects and accumulates the readings in `self.t.raw`, taken at `t`.
     fn account(&mut self, t: u64) -> Result<(u64, &[u64])> {
-        self.marks = Marks::default();
-        for (i, (c, &raw)) in self.counters.iter_mut().zip(&self.raw).enumerate() {
-            let step = c.update(raw, t).map_err(|e| Error::CorruptCounter {
-                path: self.source.channels()[i].origin.clone(),
-                value: e.value,
-                modulus: e.modulus,
-            })?;
-            self.deltas[i] = step.steps;
-            self.kinds[i] = step.kind;
-            if step.kind.is_anomaly() {
-                self.marks.set(i, step.kind);
-                if self.events.len() < self.events.capacity() {
-                    self.events.push(CounterEvent {
-                        channel: i,
-                        t_ns: t,
-                        step,
-                    });
-                } else {
-                    self.events_dropped += 1;
-                }
-            }
-            if step.steps != 0 || self.first_ns.is_none() {
-                self.last_change_ns[i] = t;
-            }
-        }
-        self.first_ns.get_or_insert(t);
-        self.last_ns = t;
-        Ok((t, &self.deltas))
+        self.t.account(t)?;
+        Ok((t, &self.t.deltas))
     }
 
     /// What the last sample's reading did to each counter (a wrap, a reset, ...), in
     /// channel order: recordings mark the rows whose energy is not fully known.
     pub fn kinds(&self) -> &[StepKind] {
-        &self.kinds
+        &self.t.kinds
     }
 
     /// The channels of the last sample whose energy is not the full interval's (a
     /// reset, step back or jump).
     pub fn marks(&self) -> Marks {
-        self.marks
+        self.t.marks
     }
 
     /// Like [`Meter::sample`], with each delta converted to joules into `out`.
     pub fn sample_joules(&mut self, out: &mut [Joules]) -> Result<u64> {
         let (t, _) = self.sample()?;
-        for ((o, c), &d) in out.iter_mut().zip(&self.counters).zip(&self.deltas) {
+        for ((o, c), &d) in out.iter_mut().zip(&self.t.counters).zip(&self.t.deltas) {
             *o = c.joules(d);
         }
         Ok(t)
@@ -185,22 +250,22 @@ impl Meter {
 
     /// Converts `steps` of channel `i` to joules.
     pub fn joules(&self, i: usize, steps: u64) -> Joules {
-        self.counters[i].joules(steps)
+        self.t.counters[i].joules(steps)
     }
 
     /// Time between the first and the last sample.
     pub fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.last_ns - self.first_ns.unwrap_or(self.last_ns))
+        Duration::from_nanos(self.t.last_ns - self.t.first_ns.unwrap_or(self.t.last_ns))
     }
 
     /// Wraps seen so far, per channel.
     pub fn wraps(&self) -> Vec<u64> {
-        self.counters.iter().map(Counter::wraps).collect()
+        self.t.counters.iter().map(Counter::wraps).collect()
     }
 
     /// Resets, backward steps and jumps seen so far (the first [`EVENTS_KEPT`]).
     pub fn events(&self) -> &[CounterEvent] {
-        &self.events
+        &self.t.events
     }
 
     /// One warning per channel whose counter could wrap twice within `period` at the
@@ -240,7 +305,7 @@ impl Meter {
 
     /// Raw totals per channel since the first sample (integer steps, exact).
     pub fn total_steps(&self) -> Vec<u128> {
-        self.counters.iter().map(Counter::total_steps).collect()
+        self.t.counters.iter().map(Counter::total_steps).collect()
     }
 
     /// Energy per channel since the first sample, with its uncertainty, and the total
@@ -250,12 +315,18 @@ impl Meter {
         let ids: Vec<DomainId> = self.channels().iter().map(|c| c.id).collect();
         let mut warnings = Vec::new();
         let domains: Vec<DomainEnergy> = self
+            .t
             .counters
             .iter()
             .zip(&ids)
             .map(|(c, id)| domain_energy(c, *id, elapsed))
             .collect();
-        let moved: Vec<bool> = self.counters.iter().map(|c| c.total_steps() > 0).collect();
+        let moved: Vec<bool> = self
+            .t
+            .counters
+            .iter()
+            .map(|c| c.total_steps() > 0)
+            .collect();
 
         // psys: one platform counter, on the package that reads it.
         let psys: Vec<usize> = indices(&ids, |d| d == Domain::Psys);
@@ -347,12 +418,13 @@ impl Meter {
         }
 
         // Resets, steps back and jumps: when, what, and what was counted instead.
-        let first = self.first_ns.unwrap_or(0);
+        let first = self.t.first_ns.unwrap_or(0);
         let events: Vec<CounterEventReport> = self
+            .t
             .events
             .iter()
             .map(|e| {
-                let c = &self.counters[e.channel];
+                let c = &self.t.counters[e.channel];
                 CounterEventReport {
                     domain: ids[e.channel].to_string(),
                     t_s: (e.t_ns.saturating_sub(first)) as f64 * 1e-9,
@@ -364,13 +436,13 @@ impl Meter {
                 }
             })
             .collect();
-        for (e, r) in self.events.iter().zip(&events) {
+        for (e, r) in self.t.events.iter().zip(&events) {
             warnings.push(event_warning(r, &self.channels()[e.channel]));
         }
-        if self.events_dropped > 0 {
+        if self.t.events_dropped > 0 {
             warnings.push(format!(
                 "{} more counter resets, steps back or jumps were not listed",
-                self.events_dropped
+                self.t.events_dropped
             ));
         }
 
@@ -378,13 +450,13 @@ impl Meter {
         for ((c, &changed), d) in self
             .channels()
             .iter()
-            .zip(&self.last_change_ns)
+            .zip(&self.t.last_change_ns)
             .zip(&domains)
         {
             if c.id.domain == Domain::Psys && d.energy_j.0 == 0.0 {
                 continue; // said above
             }
-            let still = Duration::from_nanos(self.last_ns.saturating_sub(changed));
+            let still = Duration::from_nanos(self.t.last_ns.saturating_sub(changed));
             if still >= STALE_AFTER {
                 warnings.push(format!(
                     "{} ({}): the counter did not advance during the last {:.3} s: a frozen counter, or a domain drawing no power",

@@ -13,10 +13,12 @@
 
 use crate::adaptive::{Adaptive, LoadProbe, RatePolicy, DEFAULT_HOLD, DEFAULT_PROBE_EVERY};
 use crate::error::{Error, Result};
+use crate::inkernel::KernelFigures;
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
 use crate::sampler::{self, Control, Rate, Setup, HEADER_WORDS, MAX_CHANNELS};
+use crate::source::Mode;
 use crate::ticker::{Hertz, Pacing, TimerFd};
 use crate::units::EnergyUnit;
 use crate::writer;
@@ -31,7 +33,8 @@ pub use crate::sink::{CsvSink, Metadata, Sink};
 /// How to run the sampling engine.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Fixed or adaptive rate.
+    /// Fixed or adaptive rate. A buffered source samples at its own rate in the
+    /// kernel and is drained at its own drain rate ([`crate::source::Mode`]).
     pub rate: Rate,
     /// End after this long (from the first reading); `None`: until stopped.
     pub duration: Option<Duration>,
@@ -101,6 +104,8 @@ pub struct Recording {
     pub warnings: Vec<String>,
     /// What stopped the recording early, if anything; everything before it is in the file.
     pub error: Option<Error>,
+    /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
+    pub kernel: Option<KernelFigures>,
 }
 
 /// Samples `meter` into `sink` until `config.duration` has passed or `stop` is set.
@@ -115,15 +120,16 @@ pub fn record(
     config: &EngineConfig,
     stop: &AtomicBool,
 ) -> Result<Recording> {
+    let mode = meter.mode();
     let (rec, ()) = record_between(meter, sink, output, meta, config, Some(stop), |control| {
         // The sampler sees `stop` at its next tick and unparks this thread when it
         // ends. This thread looks itself only where the sampler's period can be
         // longer than STOP_POLL; otherwise it sleeps, so that it adds no wake-up.
-        let poll = if config.rate.min().period() > STOP_POLL {
-            STOP_POLL
-        } else {
-            WAIT_BACKSTOP
+        let slow = match mode {
+            Mode::Polled => config.rate.min().period() > STOP_POLL,
+            Mode::Buffered { drain, .. } => drain.period() > STOP_POLL,
         };
+        let poll = if slow { STOP_POLL } else { WAIT_BACKSTOP };
         while !control.sampler_done() && !stop.load(Ordering::Relaxed) {
             thread::park_timeout(poll);
         }
@@ -150,18 +156,22 @@ pub(crate) fn record_between<T>(
     };
     sink.begin(meta, meter.channels()).map_err(out_err)?;
     let (run, value) = drive(meter, sink, config, stop, between)?;
+    let kernel = run.kernel(meter);
     let error = match run.write_error {
         Some(e) => Some(out_err(e)),
         None => run.read_error,
     };
+    let mut warnings = run.warnings;
+    warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));
     let rec = Recording {
         samples: run.written,
         missed_deadlines: run.counts.missed,
         report: meter.report(),
         overhead: Overhead::new(&run.counts, run.writer_usage, run.written)
             .with_waiter(run.waiter_usage),
-        warnings: run.warnings,
+        warnings,
         error,
+        kernel,
     };
     Ok((rec, value))
 }
@@ -188,6 +198,15 @@ pub(crate) struct EngineRun {
     pub warnings: Vec<String>,
 }
 
+impl EngineRun {
+    /// The kernel side's figures of a buffered source.
+    pub(crate) fn kernel(&self, meter: &Meter) -> Option<KernelFigures> {
+        meter
+            .kernel_side()
+            .map(|side| KernelFigures::new(&side, &self.counts, self.writer_usage))
+    }
+}
+
 /// Runs the engine: starts the writer and the sampler, waits for the sampler's
 /// priming read, runs `between` on this thread (it returns when it is time to stop,
 /// or when [`Control::sampler_done`]), then stops and joins both threads.
@@ -207,7 +226,12 @@ pub(crate) fn drive<T>(
     }
     let units: Vec<EnergyUnit> = meter.channels().iter().map(|c| c.unit).collect();
     let mut warnings = Vec::new();
-    let (adaptive, start) = adaptive(meter, config, &mut warnings)?;
+    let mode = meter.mode();
+    let (adaptive, start) = match mode {
+        Mode::Polled => adaptive(meter, config, &mut warnings)?,
+        // The sampler wakes to drain; the kernel keeps its own rate.
+        Mode::Buffered { drain, .. } => (None, drain),
+    };
     let timer = match config.pacing {
         Pacing::TimerFd => Some(TimerFd::new().map_err(|source| Error::Engine {
             what: "create a timerfd".into(),
@@ -217,10 +241,20 @@ pub(crate) fn drive<T>(
     };
     let control = Control::new(timer, stop);
     // Whole records only: a multiple of the record's size, so none wraps around.
-    let words = config.ring_capacity() * (HEADER_WORDS + n);
+    let records = match mode {
+        Mode::Polled => config.ring_capacity(),
+        // Two drains' worth of records, so that the writer keeps up with a batch.
+        Mode::Buffered { freq, drain } => config
+            .ring_capacity()
+            .max((2.0 * freq.hz() / drain.hz()) as usize + 16)
+            .min(1 << 18),
+    };
+    let words = records * (HEADER_WORDS + n);
     let (producer, consumer) = rtrb::RingBuffer::<u64>::new(words);
-    // The priming read, last before the threads start: an energy measurement
-    // begins here, not after a thread start-up that a loaded machine can delay.
+    // A buffered source's kernel sampling starts, then the priming read, last
+    // before the threads start: an energy measurement begins here, not after a
+    // thread start-up that a loaded machine can delay.
+    meter.start()?;
     let (first_ns, _) = meter.sample()?;
     // Where the counters are read, unless the user said where (--cpu).
     let (cpu, notes) = sampler::placement(&meter.read_cpus(), config.cpu);

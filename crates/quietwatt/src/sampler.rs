@@ -14,9 +14,10 @@
 use crate::adaptive::{Adaptive, DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
 use crate::counter::Marks;
 use crate::error::{Error, Result};
-use crate::meter::Meter;
+use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{SamplerCounts, ThreadUsage};
-use crate::ticker::{Hertz, InvalidFrequency, Pacer, TimerFd};
+use crate::source::Mode;
+use crate::ticker::{period_ns, Hertz, InvalidFrequency, Pacer, TimerFd};
 use rtrb::Producer;
 use std::fmt;
 use std::str::FromStr;
@@ -391,7 +392,10 @@ pub(crate) fn run(
         last_writer_wake: first_ns,
         counts,
     };
-    let error = s.run();
+    let error = match s.meter.mode() {
+        Mode::Polled => s.run(),
+        Mode::Buffered { freq, drain } => s.run_buffered(freq, drain),
+    };
     s.counts.last_cpu = current_cpu();
     s.deliver_pending();
     s.counts.usage = ThreadUsage::current().since(usage);
@@ -625,6 +629,81 @@ impl Sampler<'_, '_> {
             }
             if let Some(f) = self.adaptive.as_mut().and_then(|a| a.tick(t)) {
                 self.set_rate(f);
+            }
+        }
+    }
+
+    /// The loop for a [`Mode::Buffered`] source: wakes every drain period (or at
+    /// the end of the duration, or at once when stopped), hands each reading the
+    /// kernel queued through the meter and writes one record per reading into the
+    /// same ring. The last drain takes the last reading (see [`Source::drain`]).
+    /// Allocates nothing.
+    ///
+    /// [`Source::drain`]: crate::source::Source::drain
+    fn run_buffered(&mut self, freq: Hertz, drain: Hertz) -> Option<Error> {
+        let period = crate::inkernel::period_ns(freq);
+        let drain_ns = period_ns(drain);
+        let mut next = self.counts.first_ns + drain_ns;
+        let mut prev_t = self.counts.first_ns;
+        self.freq = freq;
+        loop {
+            let until = self.end_ns.map_or(next, |e| e.min(next));
+            match self.control.timer() {
+                // One-shot at the deadline; a stop after this arming wakes it, and
+                // one before is seen just below.
+                Some(t) => {
+                    if t.arm(until, 0).is_ok() && !self.control.stopping() {
+                        t.wait();
+                    }
+                }
+                None => std::thread::sleep(std::time::Duration::from_nanos(
+                    until.saturating_sub(monotonic_ns()),
+                )),
+            }
+            let now = monotonic_ns();
+            let last = self.control.stopping()
+                || self.control.externally_stopped()
+                || self.end_ns.is_some_and(|e| now >= e);
+            if now >= next {
+                // Drains slept through are skipped rather than run in a burst.
+                next += drain_ns * ((now - next) / drain_ns + 1);
+            }
+            let Sampler {
+                meter,
+                ring,
+                pending,
+                counts,
+                words,
+                writer,
+                half,
+                ..
+            } = self;
+            let hz = freq.hz();
+            let drained = meter.drain(last, &mut |t, deltas, marks, lost| {
+                let interval = t.saturating_sub(prev_t);
+                counts.lateness.record(interval.saturating_sub(period));
+                counts.missed += lost;
+                let head = header(t, interval, lost, 0, hz, marks);
+                // A drain hands a batch at once: wait for the writer rather than
+                // merge records when the ring is full (nothing here is late).
+                while ring.slots() < *words && !ring.is_abandoned() {
+                    writer.unpark();
+                    std::thread::yield_now();
+                }
+                push(ring, pending, counts, *words, head, deltas);
+                if ring.slots() < *half {
+                    writer.unpark();
+                }
+                (prev_t, counts.last_ns) = (t, t);
+                counts.samples += 1;
+            });
+            self.writer.unpark();
+            self.last_writer_wake = now;
+            if let Err(e) = drained {
+                return Some(e);
+            }
+            if last {
+                return None;
             }
         }
     }

@@ -11,7 +11,7 @@
 //! samples written before (the sink says how many, for the summary).
 
 use crate::overhead::ThreadUsage;
-use crate::sampler::{marks_of, Control, Record, HEADER_WORDS};
+use crate::sampler::{marks_of, Control, HEADER_WORDS};
 use crate::sink::{Sample, Sink};
 use crate::units::{EnergyUnit, Joules};
 use rtrb::Consumer;
@@ -91,43 +91,6 @@ fn lower_priority() {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WRITER_NICE);
     }
-}
-
-/// Hands every record in a ring of [`Record`]s to the sink, converted to joules
-/// (for engines whose records are built off the hot path, such as the in-kernel one).
-pub(crate) fn drain(
-    ring: &mut Consumer<Record>,
-    sink: &mut dyn Sink,
-    units: &[EnergyUnit],
-    energy: &mut [Joules],
-    written: &mut u64,
-) -> io::Result<()> {
-    let n = ring.slots();
-    if n == 0 {
-        return Ok(());
-    }
-    let chunk = match ring.read_chunk(n) {
-        Ok(c) => c,
-        Err(_) => return Ok(()),
-    };
-    let (a, b) = chunk.as_slices();
-    for rec in a.iter().chain(b) {
-        for ((e, u), &d) in energy.iter_mut().zip(units).zip(rec.deltas()) {
-            *e = u.to_joules(d as u128);
-        }
-        sink.sample(&Sample {
-            t_ns: rec.t_ns,
-            interval_ns: rec.interval_ns,
-            missed: rec.missed,
-            merged: rec.merged,
-            freq_hz: rec.freq_hz,
-            marks: rec.marks,
-            energy,
-        })?;
-        *written += 1;
-    }
-    chunk.commit_all();
-    Ok(())
 }
 
 /// Hands every record in the sampler's word ring to the sink, converted to

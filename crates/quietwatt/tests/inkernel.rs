@@ -6,13 +6,13 @@
 //! Rates are checked on CPU 0 only: on the project's VM an idle vCPU other than CPU
 //! 0 receives far fewer perf sampling ticks, so nothing assumes a count there.
 
-use quietwatt::inkernel::{
-    self, open_specs, stand_in_specs, InKernelConfig, KernelSample, KernelSampler, Opened, Storage,
-};
+use quietwatt::command::measure;
+use quietwatt::inkernel::{self, open_specs, stand_in_specs, KernelSample, KernelSource, Opened};
+use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Metadata, Sample, Sink};
 use quietwatt::source::perf::EventSpec;
 use quietwatt::source::Channel;
-use quietwatt::{Hertz, Mechanism, Rate, SysRoot};
+use quietwatt::{Hertz, Mechanism, Meter, Rate, SysRoot};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -126,14 +126,8 @@ fn hz(f: f64) -> Hertz {
     Hertz::new(f).expect("a valid test frequency")
 }
 
-fn open<'s>(
-    storage: &'s mut Storage,
-    m: Mechanism,
-    specs: Vec<EventSpec>,
-    freq: f64,
-    drain: f64,
-) -> Box<dyn KernelSampler + 's> {
-    match open_specs(storage, m, specs, hz(freq), hz(drain)) {
+fn open(m: Mechanism, specs: Vec<EventSpec>, freq: f64, drain: f64) -> KernelSource {
+    match open_specs(m, specs, hz(freq), hz(drain)) {
         Ok(Opened::InKernel(s)) => s,
         Ok(Opened::Fallback { reason, .. }) => {
             panic!("{m}: the kernel refused the software group: {reason}")
@@ -150,19 +144,20 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     let _one = serial();
     let _tick = busy_cpu0();
     let secs = 3.0;
-    let mut storage = Storage::new();
-    let mut sampler = open(&mut storage, m, stand_in_specs(0), 1000.0, 1.0);
+    let mut meter = Meter::new(Box::new(open(m, stand_in_specs(0), 1000.0, 1.0)));
     let mut sink = Collect {
         period_ns: 1_000_000,
         ..Collect::default()
     };
     let meta = Metadata::new(m.name(), &Rate::Fixed(hz(1000.0)), &SysRoot::default());
-    let mut config = InKernelConfig::new(hz(1.0));
+    // The same engine as polling: the kernel samples at the source's 1 kHz and the
+    // sampler drains at its 1 Hz.
+    let mut config = EngineConfig::new(Rate::Fixed(hz(1000.0)));
     config.duration = Some(Duration::from_secs_f64(secs));
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
-    let rec = inkernel::record(
-        sampler.as_mut(),
+    let rec = record(
+        &mut meter,
         &mut sink,
         Path::new("memory"),
         &meta,
@@ -171,7 +166,7 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     )
     .expect("the recording runs");
     let wall = t0.elapsed().as_secs_f64();
-    let r = &rec.recording;
+    let r = &rec;
     assert!(r.error.is_none(), "{m}: {:?}", r.error);
     assert!(sink.finished, "{m}: the sink was not finished");
     assert_eq!(r.samples, sink.samples, "{m}");
@@ -210,7 +205,10 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     // running: 17 gaps in 3 s); no sampler can take samples then, and the engine must
     // count those gaps and say so, not hide them. A wrong period (e.g. 1.1 ms) would
     // still fail: it shifts the rate outside the gaps.
-    let k = &rec.kernel;
+    let k = rec
+        .kernel
+        .as_ref()
+        .expect("a buffered source's kernel figures");
     let rate = r.samples as f64 / dur;
     let clocked_s = dur - sink.gap_ns as f64 / 1e9;
     let clocked_rate = (r.samples - sink.gaps) as f64 / clocked_s;
@@ -270,10 +268,10 @@ fn perf_ring_records_1khz_on_cpu0_and_its_deltas_sum_to_the_counter_total() {
 fn lost_samples_are_counted_and_their_energy_kept(m: Mechanism) {
     let _one = serial();
     let _tick = busy_cpu0();
-    let mut storage = Storage::new();
     // Sized for draining at 200 Hz: the smallest ring, which 1 kHz fills in well
     // under the 1.5 s we leave it.
-    let mut s = open(&mut storage, m, stand_in_specs(0), 1000.0, 200.0);
+    let mut source = open(m, stand_in_specs(0), 1000.0, 200.0);
+    let s = source.sampler();
     let mut got: Vec<(u64, u64, u64)> = Vec::new();
     let mut keep = |k: &KernelSample<'_>| {
         if k.group == 0 {
@@ -375,14 +373,7 @@ fn drop_effective_capabilities() {
 fn without_privileges_ebpf_names_cap_bpf_and_cap_perfmon() {
     let msg = std::thread::spawn(|| {
         drop_effective_capabilities();
-        let mut storage = Storage::new();
-        let opened = open_specs(
-            &mut storage,
-            Mechanism::Ebpf,
-            stand_in_specs(0),
-            hz(100.0),
-            hz(1.0),
-        );
+        let opened = open_specs(Mechanism::Ebpf, stand_in_specs(0), hz(100.0), hz(1.0));
         match opened {
             Ok(_) => panic!("the BPF sampler opened without any capability"),
             Err(e) => e.to_string(),
@@ -399,13 +390,19 @@ fn without_privileges_ebpf_names_cap_bpf_and_cap_perfmon() {
 fn measures_a_command_from_spawn_to_exit(m: Mechanism) {
     let _one = serial();
     let _tick = busy_cpu0();
-    let mut storage = Storage::new();
-    let mut s = open(&mut storage, m, stand_in_specs(0), 1000.0, 1.0);
+    let mut meter = Meter::new(Box::new(open(m, stand_in_specs(0), 1000.0, 1.0)));
     let mut cmd = std::process::Command::new("sleep");
     cmd.arg("0.6");
-    let r = inkernel::measure(s.as_mut(), &mut cmd, &InKernelConfig::new(hz(1.0)))
-        .expect("the command is measured");
-    let d = &r.measured;
+    let d = measure(
+        &mut meter,
+        &mut cmd,
+        &EngineConfig::new(Rate::Fixed(hz(1000.0))),
+    )
+    .expect("the command is measured");
+    let k = d
+        .kernel
+        .as_ref()
+        .expect("a buffered source's kernel figures");
     assert!(d.status.success(), "{m}: {:?}", d.status);
     assert!(d.error.is_none(), "{m}: {:?}", d.error);
     let dur = d.report.duration_s;
@@ -420,14 +417,13 @@ fn measures_a_command_from_spawn_to_exit(m: Mechanism) {
     // can be as far as the longest gap of the kernel's clock (a host stall on this
     // VM) from the span's timestamps: allow that, reported by the engine itself.
     let pkg = d.report.domains[0].energy_j.0;
-    let slack = 0.01 * dur + 0.002 + 2.0 * r.kernel.longest_gap_ms / 1e3;
+    let slack = 0.01 * dur + 0.002 + 2.0 * k.longest_gap_ms / 1e3;
     assert!(
         (pkg - dur).abs() < slack,
-        "{m}: cpu-clock {pkg} s over {dur} s (kernel: {:?})",
-        r.kernel
+        "{m}: cpu-clock {pkg} s over {dur} s (kernel: {k:?})"
     );
     assert!(d.overhead.samples > 500, "{m}: {:?}", d.overhead);
-    assert!(r.kernel.drains <= 2, "{m}: {:?}", r.kernel);
+    assert!(k.drains <= 2, "{m}: {k:?}");
 }
 
 // The ebpf mechanism needs the `bpf` feature (on by default).

@@ -4,37 +4,56 @@
 //! notes the thread's count at every sample. (Its own binary: the global allocator
 //! is per test binary.) Needs root, like every in-kernel test.
 
-use quietwatt::inkernel::{self, open_specs, stand_in_specs, InKernelConfig, Opened, Storage};
-use quietwatt::sink::{Metadata, Sample, Sink};
-use quietwatt::source::Channel;
-use quietwatt::{Hertz, Mechanism, Rate, SysRoot};
-use std::io;
+use quietwatt::inkernel::{open_specs, stand_in_specs, KernelSide, KernelSource, Opened};
+use quietwatt::record::{record, EngineConfig};
+use quietwatt::sink::{Metadata, NullSink};
+use quietwatt::source::{Channel, Mode, Reading, Source};
+use quietwatt::{Hertz, Mechanism, Meter, Rate, SysRoot};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod support;
 
 use support::allocations;
 
-/// Notes the drain thread's allocation count at each sample, into room reserved
-/// up front.
+/// The in-kernel source, noting the sampler thread's allocation count at each
+/// reading it hands over (on that thread, inside the drain), into room reserved up
+/// front.
 struct Spy {
-    seen: Vec<u64>,
+    inner: KernelSource,
+    seen: Arc<Mutex<Vec<u64>>>,
 }
 
-impl Sink for Spy {
-    fn begin(&mut self, _: &Metadata, _: &[Channel]) -> io::Result<()> {
-        Ok(())
+impl Source for Spy {
+    fn mechanism(&self) -> Mechanism {
+        self.inner.mechanism()
     }
-    fn sample(&mut self, _: &Sample<'_>) -> io::Result<()> {
-        if self.seen.len() < self.seen.capacity() {
-            self.seen.push(allocations());
-        }
-        Ok(())
+    fn channels(&self) -> &[Channel] {
+        self.inner.channels()
     }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    fn read(&mut self, out: &mut [u64]) -> quietwatt::Result<()> {
+        self.inner.read(out)
+    }
+    fn mode(&self) -> Mode {
+        self.inner.mode()
+    }
+    fn start(&mut self) -> quietwatt::Result<()> {
+        self.inner.start()
+    }
+    fn drain(&mut self, last: bool, f: &mut dyn FnMut(&Reading<'_>)) -> quietwatt::Result<()> {
+        // Uncontended (the test reads it after the recording): no allocation.
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        self.inner.drain(last, &mut |r| {
+            if seen.len() < seen.capacity() {
+                seen.push(allocations());
+            }
+            f(r)
+        })
+    }
+    fn kernel_side(&self) -> Option<KernelSide> {
+        self.inner.kernel_side()
     }
 }
 
@@ -63,41 +82,41 @@ fn draining_allocates_nothing_per_sample() {
         &[Mechanism::PerfRing]
     };
     for &m in mechanisms {
-        let mut storage = Storage::new();
-        let mut s = match open_specs(&mut storage, m, stand_in_specs(0), hz(1000.0), hz(2.0)) {
+        let inner = match open_specs(m, stand_in_specs(0), hz(1000.0), hz(2.0)) {
             Ok(Opened::InKernel(s)) => s,
             Ok(Opened::Fallback { reason, .. }) => panic!("{m}: {reason}"),
             Err(e) => panic!("{m} needs root (or CAP_BPF and CAP_PERFMON) here: {e}"),
         };
-        let mut spy = Spy {
-            seen: Vec::with_capacity(100_000),
+        let seen = Arc::new(Mutex::new(Vec::with_capacity(100_000)));
+        let spy = Spy {
+            inner,
+            seen: seen.clone(),
         };
         let meta = Metadata::new(m.name(), &Rate::Fixed(hz(1000.0)), &SysRoot::default());
-        let mut config = InKernelConfig::new(hz(2.0));
+        // The same engine as polling, draining twice a second.
+        let mut meter = Meter::new(Box::new(spy));
+        let mut config = EngineConfig::new(Rate::Fixed(hz(1000.0)));
         config.duration = Some(Duration::from_millis(2600));
-        let rec = inkernel::record(
-            s.as_mut(),
-            &mut spy,
+        let rec = record(
+            &mut meter,
+            &mut NullSink,
             Path::new("spy"),
             &meta,
             &config,
             &AtomicBool::new(false),
         )
         .expect("records");
-        assert!(
-            rec.recording.error.is_none(),
-            "{m}: {:?}",
-            rec.recording.error
-        );
+        assert!(rec.error.is_none(), "{m}: {:?}", rec.error);
+        let k = rec
+            .kernel
+            .as_ref()
+            .expect("a buffered source's kernel figures");
         // Several drains' worth of samples; the last record follows the final
         // reading's set-up and is left out.
-        let n = spy.seen.len();
-        assert!(
-            n > 2000 && rec.kernel.drains >= 4,
-            "{m}: {n} samples, {:?}",
-            rec.kernel
-        );
-        let (first, last) = (spy.seen[10], spy.seen[n - 2]);
+        let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let n = seen.len();
+        assert!(n > 2000 && k.drains >= 4, "{m}: {n} samples, {k:?}");
+        let (first, last) = (seen[10], seen[n - 2]);
         assert_eq!(
             first,
             last,

@@ -6,6 +6,7 @@ use crate::exit::{Failure, MEASUREMENT, OUTPUT};
 use crate::signals::{install, STOP};
 use quietwatt::record::{record, Recording};
 use quietwatt::sink::OutputFile;
+use quietwatt::source::Mode;
 use quietwatt::{Format, FreqArg, Mechanism, Metadata, Meter, Rate};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -142,32 +143,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             ),
         )
     })?;
-    let mut storage = quietwatt::inkernel::Storage::new();
-    let opened = super::inkernel::open(
-        &mut storage,
+    let source = super::inkernel::open(
         env,
         args.mechanism,
         &args.in_kernel,
         args.freq,
         &selection(&args.domains)?,
     )?;
-    let source = match opened {
-        super::inkernel::Opened::Polling(source) => source,
-        super::inkernel::Opened::InKernel(sampler) => {
-            let a = super::inkernel::RecordArgs {
-                output: &args.output,
-                format,
-                file,
-                freq: args.freq,
-                sampler: &args.sampler,
-                duration: args.duration,
-                json: args.json,
-                events: &args.events,
-                in_kernel: &args.in_kernel,
-            };
-            return super::inkernel::record(env, sampler, a);
-        }
-    };
     let mut meter = Meter::new(source);
     crate::commands::run::print_notes(&meter);
     if let Rate::Fixed(f) = config.rate {
@@ -178,14 +160,26 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut meta = Metadata::new(meter.mechanism().name(), &config.rate, &env.root);
     meta.push("emulated", env.is_emulated().to_string());
     meta.push("root", env.root.dir().display().to_string());
+    super::inkernel::push_meta(&mut meta, meter.mode(), &args.in_kernel);
     let mut sink = format.sink(file);
     let events = super::events::start(env, &args.events, &args.output, &meta)?;
     install();
+    let how = match meter.mode() {
+        Mode::Polled => format!(
+            "through {} at {}",
+            meter.mechanism(),
+            rate_words(&config.rate)
+        ),
+        Mode::Buffered { drain, .. } => format!(
+            "sampled in the kernel ({}) at {}, drained at {} Hz,",
+            meter.mechanism(),
+            rate_words(&config.rate),
+            drain.hz()
+        ),
+    };
     eprintln!(
-        "quietwatt: recording {} domain(s) through {} at {} to {} ({}){}",
+        "quietwatt: recording {} domain(s) {how} to {} ({}){}",
         meter.channels().len(),
-        meter.mechanism(),
-        rate_words(&config.rate),
         args.output_name(),
         format,
         if !args.command.is_empty() {
@@ -233,6 +227,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(s) = status {
             v["exit_code"] = crate::commands::run::exit_code(s).into();
         }
+        if let Some(k) = &rec.kernel {
+            v["kernel"] = serde_json::to_value(k).unwrap_or_default();
+        }
         events.add_json(&mut v);
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
@@ -246,11 +243,20 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &config.rate,
             env.is_emulated(),
         );
-        eprintln!(
-            "  {} samples written, {} deadline(s) missed",
-            rec.samples, rec.missed_deadlines
-        );
+        match &rec.kernel {
+            None => eprintln!(
+                "  {} samples written, {} deadline(s) missed",
+                rec.samples, rec.missed_deadlines
+            ),
+            Some(_) => eprintln!(
+                "  {} samples written, {} lost in the kernel (their energy is in the next sample)",
+                rec.samples, rec.missed_deadlines
+            ),
+        }
         eprintln!("{}", rec.overhead);
+        if let Some(k) = &rec.kernel {
+            eprintln!("{k}");
+        }
         events.print();
     }
     if let Some(e) = &rec.error {

@@ -4,6 +4,7 @@ use super::{append_warnings, rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL};
 use quietwatt::command::{measure_watched, MeasuredCommand};
+use quietwatt::source::Mode;
 use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitCode;
@@ -45,18 +46,16 @@ pub struct Args {
 
 /// Runs the command, prints its energy, exits with its exit code.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
-    let mut storage = quietwatt::inkernel::Storage::new();
     let in_kernel_freq = FreqArg::Fixed(Hertz::clamped(super::inkernel::DEFAULT_RUN_HZ));
     let selection = selection(&args.domains)?;
-    let opened = match super::inkernel::open(
-        &mut storage,
+    let source = match super::inkernel::open(
         env,
         args.mechanism,
         &args.in_kernel,
         args.freq.unwrap_or(in_kernel_freq),
         &selection,
     ) {
-        Ok(opened) => opened,
+        Ok(source) => source,
         // perf stat's habit: the command runs all the same, its energy unsupported
         // (a mechanism asked for by name that cannot open stays an error).
         Err(f) if f.code() == NO_RAPL && args.mechanism.is_none() && !args.require_energy => {
@@ -64,28 +63,21 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
         Err(f) => return Err(f),
     };
-    let source = match opened {
-        super::inkernel::Opened::Polling(source) => source,
-        super::inkernel::Opened::InKernel(sampler) => {
-            if args.model.is_some() {
-                return Err(Failure::usage(
-                    "--model works with the polling mechanisms (powercap, perf, msr): leave out --mechanism ebpf/perf-ring",
-                ));
-            }
-            let a = super::inkernel::RunArgs {
-                sampler: &args.sampler,
-                json: args.json,
-                command: &args.command,
-                in_kernel: &args.in_kernel,
-            };
-            return super::inkernel::run(env, sampler, a);
-        }
-    };
+    let buffered = matches!(source.mode(), Mode::Buffered { .. });
+    if buffered && args.model.is_some() {
+        return Err(Failure::usage(
+            "--model works with the polling mechanisms (powercap, perf, msr): leave out --mechanism ebpf/perf-ring",
+        ));
+    }
     let mut meter = Meter::new(source);
     print_notes(&meter);
-    let freq = args
-        .freq
-        .unwrap_or_else(|| FreqArg::Fixed(default_freq(&meter)));
+    let freq = match meter.mode() {
+        // The kernel's rate, set when the source was opened.
+        Mode::Buffered { freq, .. } => FreqArg::Fixed(freq),
+        Mode::Polled => args
+            .freq
+            .unwrap_or_else(|| FreqArg::Fixed(default_freq(&meter))),
+    };
     let config = args.sampler.config(freq, &env.root)?;
     if let Rate::Fixed(f) = config.rate {
         for w in meter.wrap_warnings(f.period()) {
@@ -123,6 +115,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(e) = &estimate {
             v["model_estimate"] = serde_json::to_value(e).unwrap_or_default();
         }
+        if let Some(k) = &m.kernel {
+            v["kernel"] = serde_json::to_value(k).unwrap_or_default();
+        }
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         print_report(
@@ -135,6 +130,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             eprintln!("{}", quietwatt::model::attribution::text(e));
         }
         eprintln!("{}", m.overhead);
+        if let Some(k) = &m.kernel {
+            eprintln!("{k}");
+        }
     }
     if let Some(e) = m.error {
         return Err(Failure::new(

@@ -1,7 +1,9 @@
 //! In-kernel sampling: the kernel reads the energy counters at the sampling rate and
 //! queues the readings; user space drains the queue a few times a second at most.
 //!
-//! Two mechanisms, one engine:
+//! Two mechanisms, both a [`Mode::Buffered`](crate::source::Mode::Buffered)
+//! [`Source`] ([`KernelSource`]) that the same engine as polling drives
+//! ([`crate::record`], [`crate::command`]):
 //! - [`Mechanism::Ebpf`] ([`ebpf`]): a BPF program on a cpu-clock perf event (paper
 //!   002, section III-F) reads the energy events with `bpf_perf_event_read_value`
 //!   and writes `(time, values)` records to a BPF ring buffer.
@@ -11,12 +13,12 @@
 //!
 //! Both sample one CPU per RAPL scope (the PMU's cpumask CPU): the kernel only reads
 //! a CPU-wide event on its own CPU (`perf_event_read_local`, and a group is
-//! scheduled on one CPU). The [`engine`] drains the rings on a timer (1 Hz by
-//! default, `--drain-hz`) or earlier at a ring's watermark, turns the
-//! readings into the same [`Record`](crate::sampler::Record)s as the polling sampler
-//! (same [`Meter`](crate::meter::Meter), same 64-bit wrap correction, same writer
-//! conversion and sinks) and accounts for itself the same way, plus what the kernel
-//! side can tell (samples taken, ring drops, the BPF program's run time).
+//! scheduled on one CPU). The sampler thread drains the rings on its timer (1 Hz
+//! by default, `--drain-hz`) instead of reading at each tick; the readings go
+//! through the same [`Meter`](crate::meter::Meter) (same 64-bit wrap correction),
+//! the same [`Record`](crate::sampler::Record)s, ring, writer and sinks, and the
+//! same self-accounting, plus what the kernel side can tell ([`KernelFigures`]:
+//! samples taken, ring drops, the BPF program's run time).
 //!
 //! Nothing is lost silently: a sample the kernel could not queue (full ring) is
 //! counted as missed, and since every reading is a counter the next record's deltas
@@ -38,13 +40,13 @@
 
 #[cfg(feature = "bpf")]
 pub mod ebpf;
-pub mod engine;
+mod figures;
 pub mod perf_ring;
 pub(crate) mod ring;
+mod source;
 
-pub use engine::{
-    measure, measure_watched, record, InKernelCommand, InKernelConfig, InKernelRecording,
-};
+pub use figures::KernelFigures;
+pub use source::{KernelSide, KernelSource};
 
 use crate::counter::Wrap;
 use crate::domain::{Domain, DomainId};
@@ -62,6 +64,10 @@ use std::path::PathBuf;
 /// The most events one sampling CPU reads per sample (`QW_MAX_DOMAINS` in
 /// `src/bpf/sampler.bpf.c`): 5 RAPL domains with room for stand-ins and new PMUs.
 pub const MAX_DOMAINS: usize = 16;
+
+/// The default sampling rate of the in-kernel mechanisms: the point of sampling in
+/// the kernel is a high rate at a low cost.
+pub const DEFAULT_FREQ_HZ: f64 = 1000.0;
 
 /// The default drain rate: one user-space wake-up a second.
 pub const DEFAULT_DRAIN_HZ: f64 = 1.0;
@@ -103,8 +109,8 @@ pub struct KernelCounts {
     pub prog_runs: Option<u64>,
 }
 
-/// A mechanism whose samples are taken in the kernel and drained in batches; the
-/// [`engine`] drives it.
+/// A mechanism whose samples are taken in the kernel and drained in batches;
+/// [`KernelSource`] makes it a buffered [`Source`].
 pub trait KernelSampler: Send {
     /// Which mechanism this is.
     fn mechanism(&self) -> Mechanism;
@@ -138,22 +144,15 @@ pub trait KernelSampler: Send {
 }
 
 /// Where the BPF object lives while a sampler uses it: the generated skeleton
-/// borrows it, so it must outlive the sampler. Make one, then [`open`].
+/// borrows it, so it outlives the sampler ([`KernelSource`] keeps both).
 #[derive(Default)]
-pub struct Storage(#[cfg(feature = "bpf")] pub(crate) ebpf::ObjectStorage);
+pub(crate) struct Storage(#[cfg(feature = "bpf")] pub(crate) ebpf::ObjectStorage);
 
-impl Storage {
-    /// Empty storage.
-    pub fn new() -> Storage {
-        Storage::default()
-    }
-}
-
-/// What [`open`] gives: the in-kernel sampler, or the same events polled from user
+/// What [`open`] gives: the in-kernel source, or the same events polled from user
 /// space when the kernel refused the in-kernel arrangement (and why).
-pub enum Opened<'s> {
+pub enum Opened {
     /// The mechanism asked for.
-    InKernel(Box<dyn KernelSampler + 's>),
+    InKernel(KernelSource),
     /// perf polling of the same events, with the reason the in-kernel form was refused.
     Fallback {
         /// The polling source.
@@ -165,40 +164,55 @@ pub enum Opened<'s> {
 
 /// Opens `mechanism` (ebpf or perf-ring) on the RAPL perf events under `root`,
 /// sampling at `freq` and sized for draining at `drain`.
-pub fn open<'s>(
-    storage: &'s mut Storage,
+pub fn open(
     root: &SysRoot,
     mechanism: Mechanism,
     selection: &Selection,
     freq: Hertz,
     drain: Hertz,
-) -> Result<Opened<'s>> {
+) -> Result<Opened> {
     let (specs, notes) = perf::discover(root).map_err(|e| rename(e, mechanism))?;
     perf::check_real_kernel_has(root).map_err(|e| rename(e, mechanism))?;
     let specs = selection.apply(specs, |s| s.id)?;
     let mut plan = Plan::new(mechanism, specs)?;
     plan.notes = notes;
-    open_plan(storage, plan, freq, drain)
+    open_plan(plan, freq, drain)
 }
 
 /// Like [`open`] on explicit events (any PMU, software events included): the tests
 /// and `--stand-in-events` use it with the stand-ins (`stand_in_specs`).
 pub fn open_specs(
-    storage: &mut Storage,
     mechanism: Mechanism,
     specs: Vec<EventSpec>,
     freq: Hertz,
     drain: Hertz,
-) -> Result<Opened<'_>> {
-    open_plan(storage, Plan::new(mechanism, specs)?, freq, drain)
+) -> Result<Opened> {
+    open_plan(Plan::new(mechanism, specs)?, freq, drain)
 }
 
-fn open_plan(
-    storage: &mut Storage,
-    mut plan: Plan,
-    freq: Hertz,
-    drain: Hertz,
-) -> Result<Opened<'_>> {
+/// Opens `mechanism` as a [`Source`] at the default rates: the in-kernel source,
+/// or where the kernel refuses perf-ring's group, the same events polled.
+pub(crate) fn open_source(
+    root: &SysRoot,
+    mechanism: Mechanism,
+    selection: &Selection,
+) -> Result<Box<dyn Source>> {
+    let hz = Hertz::clamped;
+    Ok(
+        match open(
+            root,
+            mechanism,
+            selection,
+            hz(DEFAULT_FREQ_HZ),
+            hz(DEFAULT_DRAIN_HZ),
+        )? {
+            Opened::InKernel(s) => Box::new(s),
+            Opened::Fallback { source, .. } => source,
+        },
+    )
+}
+
+fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
     let max_rate = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
         .ok()
         .and_then(|s| s.trim().parse::<f64>().ok());
@@ -207,15 +221,18 @@ fn open_plan(
     }
     match plan.mechanism {
         #[cfg(feature = "bpf")]
-        Mechanism::Ebpf => Ok(Opened::InKernel(Box::new(ebpf::EbpfSampler::open(
-            &mut storage.0,
-            plan,
-            freq,
-            drain,
-        )?))),
+        Mechanism::Ebpf => {
+            let (keep, storage) = source::storage();
+            let sampler = ebpf::EbpfSampler::open(&mut storage.0, plan, freq, drain)?;
+            Ok(Opened::InKernel(KernelSource::new(
+                Box::new(sampler),
+                keep,
+                drain,
+            )))
+        }
         #[cfg(not(feature = "bpf"))]
         Mechanism::Ebpf => {
-            let _ = storage;
+            let _ = drain;
             Err(Error::FeatureDisabled {
                 mechanism: Mechanism::Ebpf.name(),
                 feature: "bpf",
@@ -224,7 +241,11 @@ fn open_plan(
         Mechanism::PerfRing => {
             let specs: Vec<EventSpec> = plan.groups.iter().flat_map(|g| g.events.clone()).collect();
             match perf_ring::PerfRingSampler::open(plan, freq, drain) {
-                Ok(s) => Ok(Opened::InKernel(Box::new(s))),
+                Ok(s) => Ok(Opened::InKernel(KernelSource::new(
+                    Box::new(s),
+                    source::Keep::nothing(),
+                    drain,
+                ))),
                 Err(perf_ring::OpenError::GroupRefused(why)) => Ok(Opened::Fallback {
                     source: Box::new(PerfEvents::from_specs(specs)?),
                     reason: why,
@@ -242,9 +263,7 @@ fn open_plan(
 /// What probing an in-kernel mechanism found: its channels, and notes (including
 /// why perf-ring would fall back to polling).
 pub fn probe(root: &SysRoot, mechanism: Mechanism) -> (Result<Vec<Channel>>, Vec<String>) {
-    let mut storage = Storage::new();
     let opened = open(
-        &mut storage,
         root,
         mechanism,
         &Selection::all(),
@@ -253,8 +272,8 @@ pub fn probe(root: &SysRoot, mechanism: Mechanism) -> (Result<Vec<Channel>>, Vec
     );
     match opened {
         Ok(Opened::InKernel(mut s)) => {
-            let mut buf = vec![0u64; s.event_count()];
-            let r = s.read_events(&mut buf).map(|()| s.channels().to_vec());
+            let mut buf = vec![0u64; s.channels().len()];
+            let r = s.read(&mut buf).map(|()| s.channels().to_vec());
             (r, s.notes().to_vec())
         }
         Ok(Opened::Fallback { source, reason }) => (
@@ -556,9 +575,7 @@ pub(crate) fn cpu_clock_attr(period_ns: u64) -> perf_event_open_sys::bindings::p
 /// energy events: it is opened on the stand-ins of CPU 0 (loaded, attached,
 /// read once, never started). For `doctor` on machines without RAPL.
 pub fn check_machinery(mechanism: Mechanism) -> Result<()> {
-    let mut storage = Storage::new();
     let opened = open_specs(
-        &mut storage,
         mechanism,
         stand_ins(0),
         Hertz::clamped(10.0),
@@ -566,8 +583,8 @@ pub fn check_machinery(mechanism: Mechanism) -> Result<()> {
     );
     match opened {
         Ok(Opened::InKernel(mut s)) => {
-            let mut buf = vec![0u64; s.event_count()];
-            s.read_events(&mut buf)
+            let mut buf = vec![0u64; s.channels().len()];
+            s.read(&mut buf)
         }
         Ok(Opened::Fallback { reason, .. }) => Err(Error::MechanismUnavailable {
             mechanism: mechanism.name(),
@@ -676,17 +693,10 @@ mod tests {
     #[cfg(not(feature = "bpf"))]
     #[test]
     fn without_the_bpf_feature_ebpf_opens_to_a_feature_disabled_error() {
-        let mut storage = Storage::new();
         let hz = Hertz::clamped;
-        let e = open_specs(
-            &mut storage,
-            Mechanism::Ebpf,
-            stand_in_specs(0),
-            hz(10.0),
-            hz(1.0),
-        )
-        .err()
-        .expect("no ebpf without the bpf feature");
+        let e = open_specs(Mechanism::Ebpf, stand_in_specs(0), hz(10.0), hz(1.0))
+            .err()
+            .expect("no ebpf without the bpf feature");
         assert!(
             matches!(
                 e,

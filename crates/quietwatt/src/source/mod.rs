@@ -3,6 +3,12 @@
 //! Each mechanism discovers its domains from the system under a [`SysRoot`] (never a
 //! hard-coded list) and reads raw counter values into a caller-provided buffer, so
 //! the sampling loop allocates nothing.
+//!
+//! A source is [`Mode::Polled`] (powercap, perf, msr: the sampler reads it at each
+//! tick) or [`Mode::Buffered`] (ebpf, perf-ring: the kernel reads the counters at its
+//! own rate and queues the readings, which the sampler collects with
+//! [`Source::drain`] about once a second). Both go through the same engine
+//! ([`crate::record`], [`crate::command`]): one meter, one ring, one writer.
 
 pub mod msr;
 pub mod perf;
@@ -12,6 +18,7 @@ use crate::counter::{Counter, Plausible, Wrap};
 use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::root::SysRoot;
+use crate::ticker::Hertz;
 use crate::units::{EnergyUnit, Watts};
 use serde::Serialize;
 use std::fmt;
@@ -117,6 +124,36 @@ impl Channel {
     }
 }
 
+/// How a source's readings reach the engine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// The sampler reads every channel at each tick ([`Source::read`]).
+    Polled,
+    /// The kernel reads the counters `freq` times a second and queues the readings;
+    /// the sampler wakes `drain` times a second and collects them
+    /// ([`Source::drain`]). [`Source::read`] still reads the same counters now,
+    /// from user space: the recording's first reading.
+    Buffered {
+        /// The kernel's sampling rate.
+        freq: Hertz,
+        /// How often the sampler drains the queue.
+        drain: Hertz,
+    },
+}
+
+/// One reading a buffered source hands over: the raw values of every channel (in
+/// [`Source::channels`] order) at `t_ns`.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading<'a> {
+    /// CLOCK_MONOTONIC nanoseconds of the reading.
+    pub t_ns: u64,
+    /// One raw value per channel.
+    pub raw: &'a [u64],
+    /// Readings the kernel could not queue just before this one (a full ring): this
+    /// reading's deltas hold their energy.
+    pub lost: u64,
+}
+
 /// A mechanism opened on a set of channels, ready to be read again and again.
 pub trait Source: Send {
     /// Which mechanism this is.
@@ -143,6 +180,34 @@ pub trait Source: Send {
     /// ([`crate::sampler::placement`]).
     fn read_cpus(&self) -> Vec<u32> {
         Vec::new()
+    }
+
+    /// Polled (the default) or buffered in the kernel.
+    fn mode(&self) -> Mode {
+        Mode::Polled
+    }
+
+    /// Buffered sources: starts the kernel's sampling; called once, just before the
+    /// recording's first [`Source::read`]. Nothing to do for a polled source.
+    fn start(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Buffered sources: hands every reading queued since the last drain to `f`, in
+    /// time order, each after the recording's first [`Source::read`]. With `last`,
+    /// it first reads the counters from user space (the recording's last reading),
+    /// stops the kernel's sampling, hands what was queued before that reading, and
+    /// that reading last. Called on the hot path: no allocation. A polled source has
+    /// nothing queued.
+    fn drain(&mut self, last: bool, f: &mut dyn FnMut(&Reading<'_>)) -> Result<()> {
+        let _ = (last, f);
+        Ok(())
+    }
+
+    /// Buffered sources: what the kernel side did (samples taken, dropped, drains,
+    /// the clock's gaps), for the self-accounting; `None` for a polled source.
+    fn kernel_side(&self) -> Option<crate::inkernel::KernelSide> {
+        None
     }
 }
 
@@ -291,7 +356,9 @@ pub fn open(
         Some(m) => open_one(root, m, selection),
         None => {
             let mut first_err = None;
-            for m in Mechanism::ALL {
+            // Chosen for the user: the polled ones (the in-kernel mechanisms read the
+            // same perf events as perf, at a cost only worth it when asked for).
+            for m in [Mechanism::Perf, Mechanism::Powercap, Mechanism::Msr] {
                 match open_one(root, m, selection) {
                     // Chosen for the user: it must measure something (a hypervisor can
                     // expose RAPL events that always read 0). Up to 50 ms, only here.
@@ -336,13 +403,7 @@ fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<d
         Mechanism::Powercap => Ok(Box::new(powercap::Powercap::open(root, selection)?)),
         Mechanism::Perf => Ok(Box::new(perf::PerfEvents::open(root, selection)?)),
         Mechanism::Msr => Ok(Box::new(msr::Msr::open(root, selection)?)),
-        // They sample in the kernel: no user-space read per tick to drive.
-        other @ (Mechanism::Ebpf | Mechanism::PerfRing) => Err(Error::MechanismUnavailable {
-            mechanism: other.name(),
-            why: "it samples in the kernel and hands over batches, which `quietwatt record` \
-                  and `quietwatt run` take; this reads the counters one at a time: choose \
-                  powercap, perf or msr"
-                .into(),
-        }),
+        // Buffered in the kernel, at the default rates (`inkernel::open` takes others).
+        Mechanism::Ebpf | Mechanism::PerfRing => crate::inkernel::open_source(root, m, selection),
     }
 }
