@@ -1,6 +1,6 @@
 //! Exit codes and the wording of errors at the edge.
 
-use quietwatt::Error;
+use quietwatt::{Error, ErrorKind};
 use std::process::ExitCode;
 
 /// Bad arguments or input (clap uses 2 as well).
@@ -61,19 +61,27 @@ impl From<Error> for Failure {
         if let Error::Spawn { program, source } = &e {
             return spawn(program, source);
         }
-        let code = match &e {
-            Error::NoDomains { .. }
-            | Error::MechanismUnavailable { .. }
-            | Error::Permission { .. } => NO_RAPL,
-            Error::UnknownDomain { .. } => USAGE,
-            Error::Output { .. } => OUTPUT,
-            _ => MEASUREMENT,
-        };
-        let hint = match code {
-            NO_RAPL => "\n  run `quietwatt doctor` to see what each mechanism needs here, or add `--emulate auto` to try the built-in emulator",
+        let code = code(e.kind());
+        // The library says what to do in its own terms; the flag that does it is
+        // the CLI's to name.
+        let hint = match (&e, code) {
+            (Error::TooManyChannels { .. }, _) => " (--domains)",
+            (_, NO_RAPL) => "\n  run `quietwatt doctor` to see what each mechanism needs here, or add `--emulate auto` to try the built-in emulator",
             _ => "",
         };
         Failure::new(code, format!("{e}{hint}"))
+    }
+}
+
+/// The exit code of an error of `kind` (README's table): bad input 2, nothing can
+/// measure here 69, output refused 74; a measurement that broke, whether for good,
+/// for a moment or because a counter vanished, 1.
+pub fn code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Usage => USAGE,
+        ErrorKind::Unavailable => NO_RAPL,
+        ErrorKind::Output => OUTPUT,
+        ErrorKind::Fatal | ErrorKind::CanRetry | ErrorKind::CounterVanished => MEASUREMENT,
     }
 }
 

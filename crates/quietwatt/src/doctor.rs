@@ -31,7 +31,7 @@ pub fn is_virtual_machine(root: &SysRoot) -> bool {
 pub fn diagnose(root: &SysRoot) -> Vec<Diagnosis> {
     let vm = is_virtual_machine(root);
     let no_rapl_vm = "this is a virtual machine and its hypervisor does not expose RAPL: \
-                      measure on bare metal, or use `quietwatt --emulate on` to try quietwatt against its emulator";
+                      measure on bare metal, or try quietwatt against its built-in emulator";
     probe_all(root)
         .into_iter()
         .map(|p| {
@@ -183,7 +183,7 @@ fn frozen(d: Diagnosis, moves: Option<bool>, vm: bool, no_rapl_vm: &str) -> Diag
         fix: Some(if vm {
             no_rapl_vm.to_string()
         } else {
-            "check that the machine has RAPL (`dmesg | grep -i rapl`): these counters measure nothing; `quietwatt --emulate on` tries quietwatt against its emulator".to_string()
+            "check that the machine has RAPL (`dmesg | grep -i rapl`): these counters measure nothing; quietwatt's built-in emulator can stand in for them".to_string()
         }),
         ..d
     }
@@ -219,7 +219,7 @@ fn diagnose_in_kernel(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> D
                 mechanism: m,
                 works: true,
                 finding: format!(
-                    "{} counter(s) of the power PMU ({}) sampled in the kernel: {how}; user space drains them once a second (--drain-hz){}",
+                    "{} counter(s) of the power PMU ({}) sampled in the kernel: {how}; user space drains them once a second by default{}",
                     ch.len(),
                     pmu.display(),
                     p.notes.iter().map(|n| format!("; note: {n}")).collect::<String>()
@@ -240,9 +240,9 @@ fn diagnose_in_kernel(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> D
         Error::Permission { fix, .. } => (e.to_string(), fix.clone()),
         _ if refused_group => (
             e.to_string(),
-            "nothing to do: `--mechanism perf-ring` polls the same events through perf instead and says so; \
+            "nothing to do: the perf-ring mechanism polls the same events through perf instead and says so; \
              the in-kernel form needs a kernel that accepts a RAPL event in a cpu-clock (software) group, \
-             which mainline does (docs/in-kernel-sampling.md); `--mechanism ebpf` samples in the kernel without a group"
+             which mainline does (docs/in-kernel-sampling.md); the ebpf mechanism samples in the kernel without a group"
                 .into(),
         ),
         _ if !has_energy && vm => (format!("{e}{}", machinery()), no_rapl_vm.to_string()),
@@ -257,10 +257,10 @@ fn diagnose_in_kernel(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> D
         _ if m == Mechanism::Ebpf => (
             e.to_string(),
             "the BPF sampler needs CONFIG_BPF_SYSCALL, BPF ring buffers (Linux 5.8+) and bounded loops (5.3+); \
-             libbpf's message is in the finding; `--mechanism perf-ring` or `perf` read the same events"
+             libbpf's message is in the finding; the perf-ring and perf mechanisms read the same events"
                 .into(),
         ),
-        _ => (e.to_string(), "see the error above; `--mechanism perf` reads the same events by polling".into()),
+        _ => (e.to_string(), "see the error above; the perf mechanism reads the same events by polling".into()),
     };
     Diagnosis {
         mechanism: m,

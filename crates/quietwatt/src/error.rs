@@ -89,9 +89,7 @@ pub enum Error {
         source: io::Error,
     },
     /// More counters than one sample record holds.
-    #[error(
-        "{count} channels selected but a sample holds at most {max}; select fewer with --domains"
-    )]
+    #[error("{count} channels selected but a sample holds at most {max}; select fewer domains")]
     TooManyChannels {
         /// Channels selected.
         count: usize,
@@ -160,7 +158,67 @@ pub enum Error {
     },
 }
 
+/// What a caller can do about an [`Error`], whatever its variant: give up, try the
+/// same call again, carry on without a counter, fix what it passed, or measure
+/// some other way. Modelled on Alumet's `PollError { Fatal, CanRetry, NormalStop }`,
+/// with the two kinds a measuring library adds: the caller's mistake, and a machine
+/// that cannot measure at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Something broke that the same call will hit again: a counter reading garbage,
+    /// a kernel file of unexpected content, data a fit cannot use. Stop, and report it.
+    Fatal,
+    /// A transient refusal (EAGAIN, EINTR, EBUSY, ENOMEM, a timeout): the same call
+    /// may succeed a moment later.
+    CanRetry,
+    /// A counter that worked went away (a CPU offline, a driver unloaded): what was
+    /// measured before it stays valid; measure again without it, or stop.
+    CounterVanished,
+    /// The caller asked for something that cannot be: an unknown domain, too many
+    /// channels, a window that is not open, a program that cannot run, a model file
+    /// that is not one, a CPU that cannot be pinned to. Change the request.
+    Usage,
+    /// Nothing can measure here through what was asked: no RAPL, no permission, a
+    /// mechanism that does not work on this machine or is not in this build. Grant
+    /// access, or choose another mechanism.
+    Unavailable,
+    /// The output refused the data (disk full, device gone, reader gone): the
+    /// measurement was fine and what was written before stays valid. Write elsewhere.
+    Output,
+}
+
 impl Error {
+    /// What the caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { source, .. } => retry_or(source, ErrorKind::Fatal),
+            Error::Parse { .. } | Error::CorruptCounter { .. } | Error::Fit { .. } => {
+                ErrorKind::Fatal
+            }
+            Error::Permission { .. }
+            | Error::NoDomains { .. }
+            | Error::MechanismUnavailable { .. }
+            | Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
+            Error::Vanished { .. } => ErrorKind::CounterVanished,
+            Error::UnknownDomain { .. }
+            | Error::TooManyChannels { .. }
+            | Error::UnknownWindow { .. }
+            | Error::ModelFile { .. } => ErrorKind::Usage,
+            // A program that does not exist or cannot be executed is the caller's to
+            // fix; a fork refused for want of resources may pass.
+            Error::Spawn { source, .. } => retry_or(source, ErrorKind::Usage),
+            Error::Output { .. } => ErrorKind::Output,
+            // The engine's set-up names the value involved: EINVAL there is a value
+            // the caller gave (a CPU to pin to that is offline or out of its set).
+            Error::Engine { source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
+                ErrorKind::Usage
+            }
+            Error::Engine { source, .. } | Error::Scenario { source, .. } => {
+                retry_or(source, ErrorKind::Fatal)
+            }
+        }
+    }
+
     /// An I/O error on `path`, turned into a permission error with the fix when it is one.
     pub fn io(path: &Path, source: io::Error) -> Error {
         if source.kind() == io::ErrorKind::PermissionDenied {
@@ -173,6 +231,19 @@ impl Error {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+/// [`ErrorKind::CanRetry`] when the kernel's refusal is one that passes, else `otherwise`.
+fn retry_or(e: &io::Error, otherwise: ErrorKind) -> ErrorKind {
+    let transient = matches!(
+        e.kind(),
+        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    ) || matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOMEM));
+    if transient {
+        ErrorKind::CanRetry
+    } else {
+        otherwise
     }
 }
 
@@ -189,5 +260,142 @@ pub fn permission_fix(path: &Path) -> String {
         "reading MSRs needs CAP_SYS_RAWIO: run as root or `sudo setcap cap_sys_rawio=ep $(which quietwatt)`".into()
     } else {
         "run as root or grant read access to this file".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each variant, with the kernel's answer where it carries one.
+    fn one_of_each(source: fn() -> io::Error) -> Vec<Error> {
+        let p = PathBuf::from("/sys/x");
+        vec![
+            Error::Io {
+                path: p.clone(),
+                source: source(),
+            },
+            Error::Parse {
+                path: p.clone(),
+                content: "x".into(),
+                expected: "a number",
+            },
+            Error::Permission {
+                path: p.clone(),
+                fix: "run as root".into(),
+            },
+            Error::CorruptCounter {
+                path: p.clone(),
+                value: 9,
+                modulus: 8,
+            },
+            Error::Vanished {
+                path: p.clone(),
+                source: source(),
+            },
+            Error::NoDomains {
+                mechanism: "msr",
+                root: p.clone(),
+                why: "none".into(),
+            },
+            Error::UnknownDomain {
+                asked: "gpu".into(),
+                available: "package".into(),
+            },
+            Error::Spawn {
+                program: "x".into(),
+                source: source(),
+            },
+            Error::Output {
+                path: p.clone(),
+                source: source(),
+            },
+            Error::TooManyChannels { count: 99, max: 8 },
+            Error::Engine {
+                what: "start a thread".into(),
+                source: source(),
+            },
+            Error::MechanismUnavailable {
+                mechanism: "perf",
+                why: "no PMU".into(),
+            },
+            Error::FeatureDisabled {
+                mechanism: "ebpf",
+                feature: "bpf",
+            },
+            Error::Scenario {
+                what: "mmap".into(),
+                source: source(),
+            },
+            Error::ModelFile {
+                path: p.clone(),
+                why: "not JSON".into(),
+            },
+            Error::UnknownWindow {
+                name: "w".into(),
+                open: String::new(),
+            },
+            Error::Fit {
+                what: "pagefault".into(),
+                why: "one run".into(),
+            },
+        ]
+    }
+
+    /// The decision for each variant, given whether its kernel error is transient.
+    /// No wildcard: a new variant does not compile until it is classified here too.
+    fn expected(e: &Error, transient: bool) -> ErrorKind {
+        let or_retry = |k| if transient { ErrorKind::CanRetry } else { k };
+        match e {
+            Error::Io { .. } => or_retry(ErrorKind::Fatal),
+            Error::Parse { .. } => ErrorKind::Fatal,
+            Error::Permission { .. } => ErrorKind::Unavailable,
+            Error::CorruptCounter { .. } => ErrorKind::Fatal,
+            Error::Vanished { .. } => ErrorKind::CounterVanished,
+            Error::NoDomains { .. } => ErrorKind::Unavailable,
+            Error::UnknownDomain { .. } => ErrorKind::Usage,
+            Error::Spawn { .. } => or_retry(ErrorKind::Usage),
+            Error::Output { .. } => ErrorKind::Output,
+            Error::TooManyChannels { .. } => ErrorKind::Usage,
+            Error::Engine { .. } => or_retry(ErrorKind::Fatal),
+            Error::MechanismUnavailable { .. } => ErrorKind::Unavailable,
+            Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
+            Error::Scenario { .. } => or_retry(ErrorKind::Fatal),
+            Error::ModelFile { .. } => ErrorKind::Usage,
+            Error::UnknownWindow { .. } => ErrorKind::Usage,
+            Error::Fit { .. } => ErrorKind::Fatal,
+        }
+    }
+
+    #[test]
+    fn every_variant_has_a_kind() {
+        let permanent = || io::Error::from_raw_os_error(libc::EIO);
+        let transient = || io::Error::from_raw_os_error(libc::EAGAIN);
+        let all = one_of_each(permanent);
+        // Every variant is in the list once: the list and the match above agree.
+        let distinct: std::collections::HashSet<_> =
+            all.iter().map(std::mem::discriminant).collect();
+        assert_eq!(distinct.len(), all.len());
+        for e in &all {
+            assert_eq!(e.kind(), expected(e, false), "{e:?}");
+        }
+        for e in &one_of_each(transient) {
+            assert_eq!(e.kind(), expected(e, true), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_cpu_the_engine_cannot_pin_to_is_the_callers_to_fix() {
+        let e = Error::Engine {
+            what: "pin the sampler to CPU 999".into(),
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        };
+        assert_eq!(e.kind(), ErrorKind::Usage);
+        // A refused permission is a machine that cannot measure, not a bad request.
+        let e = Error::io(
+            Path::new("/sys/class/powercap/x/energy_uj"),
+            io::ErrorKind::PermissionDenied.into(),
+        );
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
     }
 }

@@ -280,7 +280,7 @@ impl Meter {
                 let p = c.plausible_power();
                 period_may_hide_wraps(c.wrap, c.unit, p, period).then(|| {
                     format!(
-                        "{}: its counter can wrap in {:.3} s at {} ({} range{}); a sampling period of {:.3} s could hide a wrap: raise --freq",
+                        "{}: its counter can wrap in {:.3} s at {} ({} range{}); a sampling period of {:.3} s could hide a wrap: sample faster",
                         c.id,
                         c.wrap.period_at(c.unit, p).as_secs_f64(),
                         p,
@@ -786,7 +786,7 @@ mod tests {
         assert!(meter.wrap_warnings(Duration::from_millis(1)).is_empty());
         let w = meter.wrap_warnings(Duration::from_millis(10));
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("raise --freq"), "{}", w[0]);
+        assert!(w[0].contains("sample faster"), "{}", w[0]);
     }
 
     /// A meter over `ids`, fed with `reads` (µJ counters of a 2^40 range) at `dt_ms`.

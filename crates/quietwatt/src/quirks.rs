@@ -471,7 +471,7 @@ pub fn unknown_model_warning(cpu: &CpuInfo) -> Option<String> {
              domain uses the unit register's ESU as is, which may be wrong for DRAM or psys. \
              powercap works through the intel_rapl_tpmi driver; from Linux 6.10 perf's `power` \
              PMU comes from that driver too, and its counts can fall at each hardware counter \
-             wrap. Prefer `--mechanism powercap` and compare with `quietwatt check`"
+             wrap. Prefer the powercap mechanism and compare with `quietwatt check`"
         )),
         Coverage::Unknown => Some(format!(
             "{who} is in neither the kernel's perf nor its powercap RAPL model table: every \
@@ -500,7 +500,7 @@ pub fn perf_absence_note(cpu: &CpuInfo) -> Option<String> {
     } else {
         format!(
             "{who} is in powercap's RAPL model table but not perf's: the kernel has no perf \
-             `power` PMU for it; use `--mechanism powercap` or `--mechanism msr`"
+             `power` PMU for it; read it through the powercap or msr mechanism"
         )
     })
 }
@@ -587,7 +587,7 @@ mod tests {
             assert_eq!(unknown_model_warning(&cpu), None, "{m:#x}");
             let note = perf_absence_note(&cpu).expect("a perf note");
             assert!(
-                note.contains("not perf's") && note.contains("--mechanism powercap"),
+                note.contains("not perf's") && note.contains("powercap or msr mechanism"),
                 "{note}"
             );
         }

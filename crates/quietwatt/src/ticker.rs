@@ -24,7 +24,7 @@ pub struct Hertz(f64);
 /// A frequency outside (0, 100 kHz] or not a number.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
-    "invalid frequency '{0}': give a number of hertz above 0 and at most 100000 (e.g. --freq 1000)"
+    "invalid frequency '{0}': give a number of hertz above 0 and at most 100000 (e.g. 1000 or 2kHz)"
 )]
 pub struct InvalidFrequency(pub String);
 

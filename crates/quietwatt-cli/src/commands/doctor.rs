@@ -45,7 +45,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             (true, None) => println!("quietwatt can measure here."),
             (true, Some(m)) => println!("quietwatt can measure here through {}.", m.name()),
             (false, None) => println!(
-                "quietwatt cannot measure here: no mechanism works (see the fixes above)."
+                "quietwatt cannot measure here: no mechanism works (see the fixes above; `quietwatt --emulate on ...` tries quietwatt against its built-in emulator)."
             ),
             (false, Some(m)) => println!(
                 "quietwatt cannot measure here through {} (see the fix above; `quietwatt doctor` checks the others).",

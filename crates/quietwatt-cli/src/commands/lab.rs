@@ -30,6 +30,10 @@ pub struct LatencyArgs {
 
 /// Times every primitive and prints the table (paper 002, Table III) or JSON.
 pub fn latency(env: &Environment, args: LatencyArgs) -> Result<ExitCode, Failure> {
+    // The library refuses it too, without naming the flag.
+    if args.iterations == 0 {
+        return Err(Failure::usage("--iterations must be at least 1"));
+    }
     let config = LatencyConfig {
         iterations: args.iterations,
         bootstrap: args.bootstrap,

@@ -3,7 +3,7 @@
 //! the model checked on a built-in application it was not fitted on.
 
 use crate::emulated::Environment;
-use crate::exit::{Failure, MEASUREMENT, OUTPUT, USAGE};
+use crate::exit::{Failure, OUTPUT};
 use quietwatt::model::file::{EnergySource, FamilyModel, Model};
 use quietwatt::model::sweep::{Planned, Progress, DEFAULT_SEED};
 use quietwatt::model::{self, ctxswitch, scenario, validate, EnergyProbe, Family};
@@ -102,14 +102,6 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
 }
 
-fn model_failure(e: Error) -> Failure {
-    match &e {
-        Error::ModelFile { .. } => Failure::new(USAGE, e.to_string()),
-        Error::Fit { .. } => Failure::new(MEASUREMENT, e.to_string()),
-        _ => Failure::from(e),
-    }
-}
-
 /// The energy probe of this environment, and the sentence that says what it is.
 fn probe(env: &Environment) -> (EnergyProbe, String) {
     match source::open(&env.root, None, &Selection::all()) {
@@ -164,7 +156,7 @@ fn plan(family: Family, a: &SweepArgs) -> Result<Vec<Planned>, Failure> {
             model::wakeup::DEFAULT_WINDOW,
         )),
     };
-    p.map_err(model_failure)
+    p.map_err(Failure::from)
 }
 
 fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCode, Failure> {
@@ -242,8 +234,9 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
             &mut progress,
         )
         .map_err(|e| match e {
+            // The sweep only writes the model file: its failure is the output's.
             Error::ModelFile { .. } => Failure::new(OUTPUT, e.to_string()),
-            e => model_failure(e),
+            e => Failure::from(e),
         })?;
         if tty {
             eprintln!();
@@ -395,10 +388,10 @@ fn print_family(m: &Model, f: &FamilyModel) {
 }
 
 fn validate_cmd(env: &Environment, a: ValidateArgs) -> Result<ExitCode, Failure> {
-    let m = Model::load(&a.model).map_err(model_failure)?;
+    let m = Model::load(&a.model).map_err(Failure::from)?;
     let (mut probe, energy_line) = probe(env);
     eprintln!("quietwatt: model validate: {energy_line}");
-    let r = validate::run(&m, a.size, a.reps, &mut probe).map_err(model_failure)?;
+    let r = validate::run(&m, a.size, a.reps, &mut probe).map_err(Failure::from)?;
     // The plot goes beside the model file: `model.json` → `model.validation.svg`/.png.
     let svg = validate::plot_svg(&r);
     let path = a.model.with_extension("validation.svg");

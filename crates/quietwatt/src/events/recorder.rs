@@ -148,7 +148,7 @@ impl<W: Write> EventLog<W> {
         if counters.full_trace() {
             writeln!(
                 buf,
-                "# columns: a trace:<event> row (--full-trace) is one event, stamped in the kernel (bpf_ktime_get_ns, CLOCK_MONOTONIC), count 1; such rows come before the counter rows of the read that drained them, so timestamps are not sorted across the two kinds"
+                "# columns: a trace:<event> row (the full trace) is one event, stamped in the kernel (bpf_ktime_get_ns, CLOCK_MONOTONIC), count 1; such rows come before the counter rows of the read that drained them, so timestamps are not sorted across the two kinds"
             )
             .map_err(w)?;
         }

@@ -418,7 +418,7 @@ impl fmt::Display for EventSummary {
             let dropped = match t.dropped {
                 Some(0) => "none dropped".to_string(),
                 Some(d) => format!(
-                    "{d} DROPPED by the kernel (ring full between drains: raise --events-freq or --trace-ring-mib)"
+                    "{d} DROPPED by the kernel (ring full between drains: drain more often or give the trace ring more memory)"
                 ),
                 None => "dropped count unreadable".to_string(),
             };

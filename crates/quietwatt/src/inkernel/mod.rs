@@ -280,7 +280,7 @@ pub fn probe(root: &SysRoot, mechanism: Mechanism) -> (Result<Vec<Channel>>, Vec
             Err(Error::MechanismUnavailable {
                 mechanism: mechanism.name(),
                 why: format!(
-                    "{reason}; `--mechanism perf-ring` falls back to polling the same events ({} channel(s))",
+                    "{reason}; the perf-ring mechanism falls back to polling the same events ({} channel(s))",
                     source.channels().len()
                 ),
             }),
@@ -395,7 +395,7 @@ impl Plan {
             };
             if g.events.len() == MAX_DOMAINS {
                 return Err(unavailable(format!(
-                    "more than {MAX_DOMAINS} events on CPU {}: one sample holds at most {MAX_DOMAINS}; select fewer with --domains",
+                    "more than {MAX_DOMAINS} events on CPU {}: one sample holds at most {MAX_DOMAINS}; select fewer domains",
                     spec.cpu
                 )));
             }

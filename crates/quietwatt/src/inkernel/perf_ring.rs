@@ -151,7 +151,7 @@ impl PerfRingSampler {
                         path: PathBuf::from(format!("mmap of the perf ring on CPU {}", g.cpu)),
                         fix: format!(
                             "the {} KiB ring exceeds kernel.perf_event_mlock_kb for this user: run as root, \
-                             raise it (`sudo sysctl kernel.perf_event_mlock_kb=4096`) or lower --freq / raise --drain-hz",
+                             raise it (`sudo sysctl kernel.perf_event_mlock_kb=4096`) or sample less often / drain more often",
                             bytes / 1024
                         ),
                     },

@@ -424,7 +424,7 @@ fn root_label(root: &SysRoot, path: &Path) -> Option<String> {
 pub fn run(config: &LatencyConfig) -> Result<LatencyReport, LatencyError> {
     if config.iterations == 0 {
         return Err(LatencyError::Config(
-            "--iterations must be at least 1".into(),
+            "the iteration count must be at least 1".into(),
         ));
     }
     let allowed = allowed_cpus();

@@ -369,7 +369,7 @@ pub fn open(
                                 mechanism: m.name(),
                                 root: root.dir().to_path_buf(),
                                 why: format!(
-                                    "its {} counter(s) did not change in {} ms: they are not backed by RAPL hardware (a hypervisor exposing constant RAPL events); `--mechanism {}` reads them anyway",
+                                    "its {} counter(s) did not change in {} ms: they are not backed by RAPL hardware (a hypervisor exposing constant RAPL events); asking for the {} mechanism by name reads them anyway",
                                     s.channels().len(),
                                     LIVENESS_WINDOW.as_millis(),
                                     m.name()

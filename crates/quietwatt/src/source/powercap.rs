@@ -133,7 +133,7 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<Zone>, Vec<String>)> {
     let amd = crate::cpuinfo::CpuInfo::read(root).is_ok_and(|c| c.vendor.is_amd_like());
     if amd && zones.iter().any(|z| z.id.domain == Domain::Core) {
         notes.push(
-            "AMD: powercap's core zone counts only the lead CPU's core (the kernel reads the per-core              register on one CPU); for all cores use --mechanism msr or perf"
+            "AMD: powercap's core zone counts only the lead CPU's core (the kernel reads the per-core              register on one CPU); for all cores read them through the msr or perf mechanism"
                 .into(),
         );
     }
