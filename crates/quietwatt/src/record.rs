@@ -349,7 +349,7 @@ fn adaptive(
     let policy = RatePolicy::new(min, max, config.hold, floor);
     if policy.min().hz() > min.hz() {
         warnings.push(format!(
-            "--freq auto: the lowest rate is raised from {} Hz to {} Hz so that no counter can wrap twice between two reads",
+            "the adaptive rate: its lowest rate is raised from {} Hz to {} Hz so that no counter can wrap twice between two reads",
             min.hz(),
             policy.min().hz()
         ));
@@ -361,7 +361,7 @@ fn adaptive(
             if source.kind() == io::ErrorKind::NotFound && !config.root.is_system() =>
         {
             warnings.push(format!(
-                "--freq auto: {} does not exist; the load is read from this machine's /proc/stat",
+                "the adaptive rate: {} does not exist; the load is read from this machine's /proc/stat",
                 path.display()
             ));
             LoadProbe::open(&SysRoot::default(), true)?

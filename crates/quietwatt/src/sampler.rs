@@ -436,7 +436,7 @@ pub(crate) fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<S
         match set_fifo() {
             Ok(()) => counts.realtime = true,
             Err(e) => warnings.push(format!(
-                "--rt: SCHED_FIFO refused ({e}); sampling at normal priority (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {RT_PRIORITY})"
+                "real-time priority (SCHED_FIFO) refused ({e}); sampling at normal priority (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {RT_PRIORITY})"
             )),
         }
     }
@@ -502,9 +502,9 @@ pub fn placement(read_cpus: &[u32], asked: Option<usize>) -> (Option<usize>, Vec
             "{remote} of the {} counter reads per sample are on CPU(s) {} while the sampler runs on CPU {cpu}{}: each costs an inter-processor interrupt (~18 us on a VM, a few us on bare metal){}",
             read_cpus.len(),
             others.join(","),
-            if asked.is_some() { " (--cpu)" } else { "" },
+            if asked.is_some() { " (as asked)" } else { "" },
             if asked.is_some() && per_cpu.len() == 1 {
-                format!("; leave out --cpu, or give --cpu {best}, to read them locally")
+                format!("; pin it to CPU {best}, or let quietwatt place it, to read them locally")
             } else {
                 String::new()
             }
@@ -538,11 +538,8 @@ pub(crate) fn current_cpu() -> Option<usize> {
 }
 
 fn pin(cpu: usize) -> Result<()> {
-    let what = || {
-        format!(
-            "pin the sampler to CPU {cpu} (--cpu): give an online CPU that this process may use"
-        )
-    };
+    let what =
+        || format!("pin the sampler to CPU {cpu}: give an online CPU that this process may use");
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
         return Err(Error::Engine {
             what: what(),
@@ -847,7 +844,7 @@ mod tests {
         // --cpu elsewhere stands, and the note says where the reads are local.
         let (cpu, notes) = placement(&[1], Some(0));
         assert_eq!(cpu, Some(0));
-        assert!(notes[0].contains("--cpu 1"), "{notes:?}");
+        assert!(notes[0].contains("pin it to CPU 1"), "{notes:?}");
     }
 
     #[test]
