@@ -626,7 +626,7 @@ fn counters_on_several_cpus_or_a_cpu_given_elsewhere_are_reported() {
     assert!(
         rec.warnings
             .iter()
-            .any(|w| w.contains(&format!("--cpu {b}"))),
+            .any(|w| w.contains(&format!("pin it to CPU {b}"))),
         "{:?}",
         rec.warnings
     );
