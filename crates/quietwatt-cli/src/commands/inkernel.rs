@@ -246,8 +246,8 @@ pub fn run(
         eprintln!("quietwatt: warning: {w}");
     }
     if a.json {
-        let freq_hz = sampler.freq().hz().into();
-        let mut v = super::run::summary_json(m, exit_code, env.is_emulated(), freq_hz);
+        let rate = Rate::Fixed(sampler.freq());
+        let mut v = super::run::summary_json(m, exit_code, env.is_emulated(), &rate);
         v["kernel"] = serde_json::to_value(&r.kernel).unwrap_or_default();
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
