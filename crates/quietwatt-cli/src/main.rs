@@ -12,6 +12,7 @@ mod commands;
 mod emulate_cmd;
 mod emulated;
 mod exit;
+mod schema;
 mod signals;
 
 use clap::{Parser, Subcommand};
@@ -92,6 +93,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
     }
     // What can be refused is refused before an emulator is mounted.
     if let Command::Record(a) = &cli.command {
+        a.check()?;
+    }
+    if let Command::Bench(a) = &cli.command {
         a.check()?;
     }
     let env = emulated::Environment::prepare(&cli.root, cli.emulate)?;

@@ -275,11 +275,11 @@ fn options_before_the_double_dash_parse_and_unknown_ones_are_refused_before_anyt
     assert_eq!(v["freq_hz"], 20.0);
     assert!(marker.exists());
     std::fs::remove_file(&marker).unwrap();
-    // An unknown option is clap's usage error, not a command named '-r'.
-    let o = quietwatt(m.root(), &["run", "-r", "3", "--", "sh", "-c", &touch]);
+    // An unknown option is clap's usage error, not a command named '-z'.
+    let o = quietwatt(m.root(), &["run", "-z", "3", "--", "sh", "-c", &touch]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("unexpected argument '-r'"),
+        stderr(&o).contains("unexpected argument '-z'"),
         "{}",
         stderr(&o)
     );

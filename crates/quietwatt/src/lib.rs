@@ -20,7 +20,8 @@
 //! - [`writer`]: the writer thread: drains the ring, converts to joules, feeds a sink.
 //! - [`sink`]: output formats (CSV, JSON Lines) behind one trait, and their metadata.
 //! - [`record`]: the two threads started and stopped together; [`command`]: the same
-//!   around a child process.
+//!   around a child process; [`repeat`]: the statistics of a command measured
+//!   several times and of commands compared (means, intervals, ratio, Welch's t).
 //! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
 //!   drained in batches into the same records and sinks.
 //! - [`adaptive`]: the sampling rate that follows the machine's load.
@@ -123,6 +124,7 @@ pub mod model;
 pub mod overhead;
 pub mod quirks;
 pub mod record;
+pub mod repeat;
 pub mod rng;
 pub mod sampler;
 pub mod session;

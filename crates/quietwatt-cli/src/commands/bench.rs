@@ -40,6 +40,20 @@ pub enum Bench {
     /// A caller/callee experiment: wake-up latency per idle
     /// state reached, two pinned threads, a futex signal at a fixed interval.
     Wakeup(super::events::WakeupArgs),
+    /// Commands compared by their energy, as hyperfine compares their time:
+    /// interleaved runs, mean ± CI per command, the ratio to the first with its
+    /// interval, Welch's t test; `--fail-if-more-than PCT` for CI.
+    Energy(super::energy_bench::Args),
+}
+
+impl Args {
+    /// What can be refused before anything is mounted or run.
+    pub fn check(&self) -> Result<(), Failure> {
+        match &self.what {
+            Bench::Energy(a) => a.check(),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Arguments of `bench sampler`.
@@ -86,6 +100,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         Bench::Workload(a) => super::lab::workload(a),
         Bench::Overhead(a) => super::lab::overhead(env, a),
         Bench::Wakeup(a) => super::events::wakeup(env, a),
+        Bench::Energy(a) => super::energy_bench::run(env, a),
     }
 }
 
@@ -161,10 +176,8 @@ fn sampler(env: &Environment, args: SamplerArgs) -> Result<ExitCode, Failure> {
     );
     let report = bench::sampler(&mut open, label, stand_in, &opts, dir.path())?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
+        let v = crate::schema::stamped(&report, "bench-sampler");
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_table(&report);
     }

@@ -45,7 +45,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         .map(|d| d.id.to_string())
         .collect();
     if args.json {
-        let mut v = serde_json::to_value(&check).unwrap_or_default();
+        let mut v = crate::schema::stamped(&check, "check");
+        v["emulated"] = env.is_emulated().into();
         v["tolerance_percent"] = args.tolerance.into();
         v["flagged"] = flagged.clone().into();
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());

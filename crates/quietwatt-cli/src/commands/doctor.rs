@@ -26,7 +26,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
     let any = d.iter().any(|d| d.works);
     if args.json {
-        let out = serde_json::json!({"root": env.root.dir(), "emulated": env.is_emulated(), "can_measure": any, "mechanisms": d});
+        let mut out = serde_json::json!({"root": env.root.dir(), "emulated": env.is_emulated(), "can_measure": any, "mechanisms": d});
+        crate::schema::stamp(&mut out, "doctor");
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
         for x in &d {

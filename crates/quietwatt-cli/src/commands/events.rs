@@ -364,7 +364,9 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
         p.true_w = true_w;
     }
     if args.json {
-        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        let mut v = crate::schema::stamped(&r, "bench-wakeup");
+        v["emulated"] = env.is_emulated().into();
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         print_wakeup(&r);
     }

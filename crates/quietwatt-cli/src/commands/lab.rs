@@ -49,7 +49,7 @@ pub fn latency(env: &Environment, args: LatencyArgs) -> Result<ExitCode, Failure
     }
     let report = latency::run(&config).map_err(|e| Failure::new(USAGE, e.to_string()))?;
     if args.json {
-        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        let mut v = crate::schema::stamped(&report, "bench-latency");
         v["emulated"] = env.is_emulated().into();
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
@@ -171,7 +171,8 @@ pub fn workload(args: WorkloadArgs) -> Result<ExitCode, Failure> {
     };
     let solved = workload::run(spec).map_err(|e| Failure::new(USAGE, e.to_string()))?;
     if args.json {
-        println!("{}", serde_json::to_string(&solved).unwrap_or_default());
+        let v = crate::schema::stamped(&solved, "bench-workload");
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         println!(
             "{}: {} {} on {} thread(s): solve time {:.6} s (setup {:.3} s, not included)",

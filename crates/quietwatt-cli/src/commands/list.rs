@@ -53,11 +53,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 }),
             })
             .collect();
-        let out = serde_json::json!({
+        let mut out = serde_json::json!({
             "root": env.root.dir(),
             "emulated": env.is_emulated(),
             "mechanisms": v,
         });
+        crate::schema::stamp(&mut out, "list");
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }

@@ -3,12 +3,14 @@
 pub mod bench;
 pub mod check;
 pub mod doctor;
+pub mod energy_bench;
 pub mod events;
 pub mod inkernel;
 pub mod lab;
 pub mod list;
 pub mod model;
 pub mod record;
+pub mod repeat;
 pub mod run;
 pub mod serve;
 pub mod trace;

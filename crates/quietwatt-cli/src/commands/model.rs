@@ -403,7 +403,8 @@ fn validate_cmd(env: &Environment, a: ValidateArgs) -> Result<ExitCode, Failure>
         ),
     }
     if a.json {
-        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        let v = crate::schema::stamped(&r, "model-validate");
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         print!("{}", validate::table(&r));
     }

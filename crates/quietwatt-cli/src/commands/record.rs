@@ -328,11 +328,14 @@ pub(super) fn summary_json(
     emulated: bool,
     rate: &Rate,
 ) -> serde_json::Value {
-    let mut v = serde_json::to_value(&rec.report).unwrap_or_default();
+    let mut v = crate::schema::stamped(&rec.report, "record");
     v["output"] = output.display().to_string().into();
     v["format"] = format.name().into();
     v["emulated"] = emulated.into();
+    // `freq`: the rate in words (kept for readers of version 1); `freq_hz` or
+    // `freq_auto`: the same as numbers.
     v["freq"] = rate.to_string().into();
+    super::repeat::add_rate_json(&mut v, rate);
     v["samples"] = rec.samples.into();
     v["overhead"] = serde_json::to_value(&rec.overhead).unwrap_or_default();
     append_warnings(&mut v, &rec.warnings);

@@ -39,6 +39,22 @@ pub struct Args {
     /// beside the energy as model estimates.
     #[arg(long, value_name = "FILE")]
     model: Option<std::path::PathBuf>,
+    /// Run the command N times and print each domain's and the total's energy and
+    /// the duration as mean ± standard deviation, 95 % interval, min and max (as
+    /// `perf stat -r`; the runs' output is let through).
+    #[arg(short = 'r', long = "repeat", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    repeat: Option<u32>,
+    /// With --repeat: run the command K times unmeasured first.
+    #[arg(long, value_name = "K", requires = "repeat")]
+    warmup: Option<u32>,
+    /// With --repeat: go on when a run exits non-zero (the exit code is then the
+    /// first failing run's).
+    #[arg(short = 'i', long, requires = "repeat")]
+    ignore_failure: bool,
+    /// With --repeat: also write the results (the `--json` object) to FILE.
+    #[arg(long, value_name = "FILE", requires = "repeat")]
+    export_json: Option<std::path::PathBuf>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -46,6 +62,28 @@ pub struct Args {
 
 /// Runs the command, prints its energy, exits with its exit code.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    if let Some(runs) = args.repeat {
+        if args.model.is_some() {
+            return Err(Failure::usage(
+                "--model prices one run: leave out --repeat, or leave out --model",
+            ));
+        }
+        return super::repeat::run(
+            env,
+            super::repeat::RepeatArgs {
+                runs,
+                warmup: args.warmup.unwrap_or(0),
+                mechanism: args.mechanism,
+                domains: &args.domains,
+                freq: args.freq,
+                sampler: &args.sampler,
+                json: args.json,
+                export_json: args.export_json.as_deref(),
+                ignore_failure: args.ignore_failure,
+                command: &args.command,
+            },
+        );
+    }
     let in_kernel_freq = FreqArg::Fixed(Hertz::clamped(super::inkernel::DEFAULT_RUN_HZ));
     let selection = selection(&args.domains)?;
     let source = match super::inkernel::open(
@@ -107,11 +145,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         eprintln!("quietwatt: warning: {w}");
     }
     if args.json {
-        let freq_hz = match config.rate {
-            Rate::Fixed(f) => f.hz().into(),
-            Rate::Auto { .. } => "auto".into(),
-        };
-        let mut v = summary_json(&m, exit_code, env.is_emulated(), freq_hz);
+        let mut v = summary_json(&m, exit_code, env.is_emulated(), &config.rate);
         if let Some(e) = &estimate {
             v["model_estimate"] = serde_json::to_value(e).unwrap_or_default();
         }
@@ -166,6 +200,8 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
             "domains": [],
             "total_energy_j": null,
         });
+        let mut v = v;
+        crate::schema::stamp(&mut v, "run");
         println!("{v}");
     } else {
         eprintln!();
@@ -274,12 +310,12 @@ pub(super) fn summary_json(
     m: &MeasuredCommand,
     exit_code: i32,
     emulated: bool,
-    freq_hz: serde_json::Value,
+    rate: &Rate,
 ) -> serde_json::Value {
-    let mut v = serde_json::to_value(&m.report).unwrap_or_default();
+    let mut v = crate::schema::stamped(&m.report, "run");
     v["exit_code"] = exit_code.into();
     v["emulated"] = emulated.into();
-    v["freq_hz"] = freq_hz;
+    super::repeat::add_rate_json(&mut v, rate);
     v["overhead"] = serde_json::to_value(&m.overhead).unwrap_or_default();
     append_warnings(&mut v, &m.warnings);
     if let Some(e) = &m.error {

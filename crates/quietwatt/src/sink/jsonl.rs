@@ -50,11 +50,36 @@ impl<W: RecordOutput> JsonlSink<W> {
     }
 }
 
+/// A metadata value as JSON: the same text as the CSV's header, typed where the
+/// key says what it is (`emulated` a boolean, `*_hz` a number, or null where it is
+/// none: `--freq auto`, whose words go to `freq_auto`).
+fn typed(key: &str, value: &str) -> serde_json::Value {
+    if key == "emulated" {
+        if let Ok(b) = value.parse::<bool>() {
+            return b.into();
+        }
+    }
+    if key.ends_with("_hz") {
+        return value
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map_or(serde_json::Value::Null, Into::into);
+    }
+    value.into()
+}
+
 /// The metadata line's object.
 pub fn metadata_json(meta: &Metadata, channels: &[Channel]) -> serde_json::Value {
     let mut m = serde_json::Map::new();
+    // The one versioned JSON shape of quietwatt's outputs (docs/json.md).
+    m.insert("schema".into(), "quietwatt.recording/1".into());
     for (k, v) in &meta.fields {
-        m.insert(k.clone(), v.clone().into());
+        let t = typed(k, v);
+        if t.is_null() && k == "freq_hz" {
+            m.insert("freq_auto".into(), v.clone().into());
+        }
+        m.insert(k.clone(), t);
     }
     // Structured as well as in words: a reader converts timestamps without parsing text.
     m.insert(

@@ -1,0 +1,320 @@
+//! `quietwatt bench energy 'CMD1' 'CMD2' ...`: commands compared by their energy,
+//! as hyperfine compares their time. The runs are interleaved (CMD1, CMD2, CMD1,
+//! CMD2, ...) so that a drift of the machine (temperature, frequency, other load)
+//! falls on every command alike; each command's energy and time are summarised
+//! with their intervals, and each command after the first is compared with the
+//! first: the ratio of energies with its interval, Welch's t test, the lab's rank
+//! test, and a verdict. `--fail-if-more-than PCT` turns the verdict into an exit
+//! code for CI.
+
+use super::repeat::{export_json, failed_run, interrupted, stopped, RunResult, Runner, Summaries};
+use super::SamplerArgs;
+use crate::emulated::Environment;
+use crate::exit::Failure;
+use quietwatt::repeat::{self, Verdict};
+use quietwatt::{FreqArg, Mechanism};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+
+/// The exit code of `--fail-if-more-than` when a command costs more.
+pub const REGRESSION: u8 = 3;
+
+/// Arguments of `bench energy`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Measured runs of each command.
+    #[arg(short = 'r', long = "runs", visible_alias = "repeat", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(2..=100_000))]
+    runs: u32,
+    /// Unmeasured runs of each command first (caches, frequency ramp-up).
+    #[arg(short, long, default_value_t = 0, value_name = "K")]
+    warmup: u32,
+    /// The shell that runs each command string.
+    #[arg(long, default_value = "sh", value_name = "SHELL")]
+    shell: String,
+    /// Let the commands' output through (by default it goes to /dev/null, as
+    /// hyperfine does).
+    #[arg(long)]
+    show_output: bool,
+    /// Go on when a command exits with a non-zero code (its runs are measured all the same).
+    #[arg(short, long)]
+    ignore_failure: bool,
+    /// Exit 3 when a command costs significantly more energy than the first one by
+    /// more than PCT percent: the lower end of the ratio's 95 % interval above
+    /// 1 + PCT/100 (and Welch's test significant). For CI gating.
+    #[arg(long, value_name = "PCT")]
+    fail_if_more_than: Option<f64>,
+    /// Mechanism to read (default: the best that works here; ebpf and perf-ring are not available here).
+    #[arg(short, long)]
+    mechanism: Option<Mechanism>,
+    /// Domains to measure, comma-separated (package,core,uncore,dram,psys; default: all).
+    #[arg(short, long)]
+    domains: Option<String>,
+    /// Reads per second while a command runs [default: 10, raised when a counter
+    /// could wrap twice between reads]
+    #[arg(short, long, allow_negative_numbers = true)]
+    freq: Option<FreqArg>,
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    /// Print one JSON object on stdout (schema quietwatt.bench-energy/1) instead of the table on stderr.
+    #[arg(long)]
+    json: bool,
+    /// Also write the results (the `--json` object) to FILE.
+    #[arg(long, value_name = "FILE")]
+    export_json: Option<PathBuf>,
+    /// The commands, each one shell string: 'sleep 0.1' 'sleep 0.3'.
+    #[arg(required = true, value_name = "CMD")]
+    commands: Vec<String>,
+}
+
+impl Args {
+    /// What can be refused before anything is mounted or run.
+    pub fn check(&self) -> Result<(), Failure> {
+        if self.commands.len() < 2 {
+            return Err(Failure::usage(
+                "bench energy compares commands: give two or more, each as one shell string, \
+                 e.g. quietwatt bench energy 'sleep 0.1' 'sleep 0.3' (for one command: quietwatt run -r N -- CMD)",
+            ));
+        }
+        if let Some(p) = self.fail_if_more_than {
+            if !(p.is_finite() && p >= 0.0) {
+                return Err(Failure::usage(format!(
+                    "--fail-if-more-than {p}: give a percentage of 0 or more, e.g. 5"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn command(&self, i: usize) -> Command {
+        let mut c = Command::new(&self.shell);
+        c.arg("-c").arg(&self.commands[i]);
+        if !self.show_output {
+            c.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+        c
+    }
+}
+
+/// Runs the comparison, prints it, exits 0 (or [`REGRESSION`] for the gate).
+pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    args.check()?;
+    let runner = Runner::new(
+        env,
+        args.mechanism,
+        &args.domains,
+        args.freq,
+        &args.sampler,
+        "bench energy",
+    )?;
+    crate::signals::install();
+    let k = args.commands.len();
+    for round in 0..args.warmup {
+        for i in 0..k {
+            let status = quietwatt::command::spawn_and_wait(
+                &mut args.command(i),
+                &mut crate::signals::forward_to_command,
+            )?;
+            if stopped() {
+                return Err(interrupted());
+            }
+            let code = super::run::exit_code(status);
+            if code != 0 && !args.ignore_failure {
+                return Err(failed_run(
+                    &args.commands[i],
+                    round + 1,
+                    args.warmup,
+                    code,
+                    "warm-up run",
+                ));
+            }
+        }
+    }
+    let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); k];
+    for round in 0..args.runs {
+        for (i, per) in runs.iter_mut().enumerate() {
+            let r = runner.measure(&mut args.command(i))?;
+            if stopped() {
+                return Err(interrupted());
+            }
+            if !args.json {
+                eprint!(
+                    "\rquietwatt: round {}/{} ({} run(s) of each command)",
+                    round + 1,
+                    args.runs,
+                    args.runs
+                );
+            }
+            let code = r.exit_code;
+            per.push(r);
+            if code != 0 && !args.ignore_failure {
+                eprintln!();
+                return Err(failed_run(
+                    &args.commands[i],
+                    round + 1,
+                    args.runs,
+                    code,
+                    "run",
+                ));
+            }
+        }
+    }
+    if !args.json {
+        eprintln!();
+    }
+    let summaries: Vec<Summaries> = runs.iter().map(|r| Summaries::new(r)).collect();
+    let totals: Vec<Option<Vec<f64>>> = runs
+        .iter()
+        .map(|r| r.iter().map(|r| r.total.map(|t| t.0)).collect())
+        .collect();
+    let mut comparisons = Vec::new();
+    let mut gate_failed = Vec::new();
+    for i in 1..k {
+        let (a, b) = match (&summaries[0].energy, &summaries[i].energy) {
+            (Some(a), Some(b)) => (a, b),
+            _ => continue,
+        };
+        let welch = repeat::welch(a, b);
+        let ratio = repeat::ratio(a, b);
+        let rank = match (&totals[0], &totals[i]) {
+            (Some(x), Some(y)) => repeat::rank_test(x, y),
+            _ => None,
+        };
+        let verdict = repeat::verdict(welch.as_ref(), ratio.as_ref());
+        let time_ratio = summaries[0]
+            .duration
+            .as_ref()
+            .zip(summaries[i].duration.as_ref())
+            .and_then(|(a, b)| repeat::ratio(a, b));
+        if let (Some(pct), Some(r)) = (args.fail_if_more_than, &ratio) {
+            if verdict == Verdict::More && r.ci[0] > 1.0 + pct / 100.0 {
+                gate_failed.push(i);
+            }
+        }
+        comparisons.push((i, welch, ratio, rank, verdict, time_ratio));
+    }
+    let mut v = serde_json::json!({
+        "mechanism": runner.mechanism_name,
+        "emulated": env.is_emulated(),
+        "runs": args.runs,
+        "warmup": args.warmup,
+        "shell": args.shell,
+        "order": "interleaved: each round runs every command once, in the order given",
+        "uncertainty_method": super::repeat::UNCERTAINTY_METHOD,
+        "commands": args.commands.iter().zip(&summaries).zip(&runs).map(|((c, s), r)| {
+            let mut o = s.json();
+            o["command"] = c.as_str().into();
+            o["per_run"] = r.iter().map(RunResult::json).collect::<Vec<_>>().into();
+            o
+        }).collect::<Vec<_>>(),
+        "comparisons": comparisons.iter().map(|(i, w, r, u, verdict, t)| serde_json::json!({
+            "command": i,
+            "reference": 0,
+            "energy_ratio": r,
+            "duration_ratio": t,
+            "welch": w,
+            "rank_test": u,
+            "verdict": verdict,
+            "significance_level": repeat::ALPHA,
+        })).collect::<Vec<_>>(),
+    });
+    crate::schema::stamp(&mut v, "bench-energy");
+    runner.add_rate_json(&mut v);
+    if let Some(pct) = args.fail_if_more_than {
+        v["gate"] = serde_json::json!({
+            "fail_if_more_than_pct": pct,
+            "failed": !gate_failed.is_empty(),
+            "failed_commands": gate_failed,
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+    } else {
+        print_text(env, &args, &runner, &summaries, &comparisons);
+    }
+    for (c, s) in args.commands.iter().zip(&summaries) {
+        super::repeat::outlier_warning(c, s);
+    }
+    if let Some(p) = &args.export_json {
+        export_json(p, &v)?;
+    }
+    if !gate_failed.is_empty() {
+        let pct = args.fail_if_more_than.unwrap_or(0.0);
+        for i in &gate_failed {
+            eprintln!(
+                "quietwatt: energy regression: '{}' costs more than '{}' by over {pct} % \
+                 (the ratio's 95 % interval starts above {:.4})",
+                args.commands[*i],
+                args.commands[0],
+                1.0 + pct / 100.0
+            );
+        }
+        return Ok(ExitCode::from(REGRESSION));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+type Compared = (
+    usize,
+    Option<repeat::Welch>,
+    Option<repeat::Ratio>,
+    Option<repeat::RankTest>,
+    Verdict,
+    Option<repeat::Ratio>,
+);
+
+fn print_text(
+    env: &Environment,
+    args: &Args,
+    runner: &Runner<'_>,
+    summaries: &[Summaries],
+    comparisons: &[Compared],
+) {
+    eprintln!();
+    eprintln!(
+        " {} commands, {} interleaved run(s) each{} ({} mechanism{}, read at {}):",
+        args.commands.len(),
+        args.runs,
+        if args.warmup > 0 {
+            format!(" after {} warm-up run(s)", args.warmup)
+        } else {
+            String::new()
+        },
+        runner.mechanism_name,
+        if env.is_emulated() { ", EMULATED" } else { "" },
+        runner.rate_words()
+    );
+    for (i, (c, s)) in args.commands.iter().zip(summaries).enumerate() {
+        eprintln!();
+        eprintln!(" #{} '{c}'", i + 1);
+        s.print();
+    }
+    eprintln!();
+    for (i, w, r, u, verdict, t) in comparisons {
+        let interval = |r: &Option<repeat::Ratio>| {
+            r.as_ref().map_or("-".to_string(), |r| {
+                format!("{:.3} [{:.3}, {:.3}]", r.estimate, r.ci[0], r.ci[1])
+            })
+        };
+        eprintln!(
+            " #{} against #1: energy × {} (95 % CI), time × {}",
+            i + 1,
+            interval(r),
+            interval(t)
+        );
+        eprintln!(
+            "   energy: {}{}",
+            verdict.words(),
+            w.as_ref().map_or(String::new(), |w| format!(
+                " ({}: p = {:.3e})",
+                w.test, w.p_value
+            ))
+        );
+        if let Some(u) = u {
+            eprintln!("   {}: p = {:.3e}", u.test, u.p_value);
+        }
+    }
+    eprintln!();
+    eprintln!("  {}.", super::repeat::UNCERTAINTY_METHOD);
+    eprintln!();
+}

@@ -1,0 +1,412 @@
+//! `quietwatt run -r N -- CMD`: a command measured N times (perf stat -r, hyperfine),
+//! and the runner that `bench energy` shares: one fresh meter per run, the same
+//! rate for every run, each run's energy with its `±` bound.
+//!
+//! The statistics are the library's [`quietwatt::repeat`].
+
+use super::{rate_words, selection, SamplerArgs};
+use crate::emulated::Environment;
+use crate::exit::{Failure, MEASUREMENT};
+use quietwatt::command::measure_watched;
+use quietwatt::repeat::Summary;
+use quietwatt::{source, EngineConfig, FreqArg, Hertz, Mechanism, Meter, Rate, Selection};
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+/// How the measurement bound is folded into the intervals, for reports.
+pub const UNCERTAINTY_METHOD: &str = "the 95 % interval of the mean is Student's t over the runs' \
+spread, widened on each side by the mean of the runs' ± measurement bounds (the bound on the \
+mean's measurement error)";
+
+/// What `run --repeat` needs from `run`'s arguments.
+pub struct RepeatArgs<'a> {
+    /// `--repeat`.
+    pub runs: u32,
+    /// `--warmup`.
+    pub warmup: u32,
+    /// `-m`.
+    pub mechanism: Option<Mechanism>,
+    /// `-d`.
+    pub domains: &'a Option<String>,
+    /// `-f`.
+    pub freq: Option<FreqArg>,
+    /// `--cpu`, `--rt`, `--freq-min/max`.
+    pub sampler: &'a SamplerArgs,
+    /// `--json`.
+    pub json: bool,
+    /// `--export-json`.
+    pub export_json: Option<&'a Path>,
+    /// `--ignore-failure`.
+    pub ignore_failure: bool,
+    /// The command.
+    pub command: &'a [String],
+}
+
+/// One measured run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The command's exit code (128 + signal).
+    pub exit_code: i32,
+    /// Seconds measured.
+    pub duration_s: f64,
+    /// The total and its bound, where the domains can be totalled.
+    pub total: Option<(f64, f64)>,
+    /// Each domain's energy and bound, in the meter's order.
+    pub domains: Vec<(u32, &'static str, f64, f64)>,
+}
+
+impl RunResult {
+    /// The run as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "exit_code": self.exit_code,
+            "duration_s": self.duration_s,
+            "total_energy_j": self.total.map(|t| t.0),
+            "total_uncertainty_j": self.total.map(|t| t.1),
+            "domains": self.domains.iter().map(|(s, d, e, u)| serde_json::json!({
+                "socket": s, "domain": d, "energy_j": e, "uncertainty_j": u,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Opens a fresh meter per run, at one rate for all.
+pub struct Runner<'e> {
+    env: &'e Environment,
+    mechanism: Option<Mechanism>,
+    selection: Selection,
+    /// The engine configuration every run uses.
+    pub config: EngineConfig,
+    /// The mechanism's name.
+    pub mechanism_name: &'static str,
+}
+
+impl<'e> Runner<'e> {
+    /// Opens the source once (notes and wrap warnings printed once) to settle the rate.
+    pub fn new(
+        env: &'e Environment,
+        mechanism: Option<Mechanism>,
+        domains: &Option<String>,
+        freq: Option<FreqArg>,
+        sampler: &SamplerArgs,
+        what: &str,
+    ) -> Result<Runner<'e>, Failure> {
+        if matches!(mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing)) {
+            return Err(Failure::usage(format!(
+                "{what} measures through the polling mechanisms (powercap, perf, msr): \
+                 leave out --mechanism ebpf/perf-ring, or measure one run with `quietwatt run`"
+            )));
+        }
+        let selection = selection(domains)?;
+        let meter = Meter::new(source::open(&env.root, mechanism, &selection)?);
+        super::run::print_notes(&meter);
+        let freq = freq.unwrap_or_else(|| {
+            // As `run`: 10 Hz, or faster where a counter could wrap twice in 100 ms.
+            let floor = meter
+                .max_safe_period()
+                .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
+            FreqArg::Fixed(Hertz::clamped(floor.clamp(10.0, 10_000.0)))
+        });
+        let config = sampler.config(freq, &env.root)?;
+        if let Rate::Fixed(f) = config.rate {
+            for w in meter.wrap_warnings(f.period()) {
+                eprintln!("quietwatt: warning: {w}");
+            }
+        }
+        Ok(Runner {
+            env,
+            mechanism,
+            selection,
+            config,
+            mechanism_name: meter.mechanism().name(),
+        })
+    }
+
+    /// The rate as `--json` reports it: `freq_hz` (a number) for a fixed rate,
+    /// `freq_auto` for `--freq auto`.
+    pub fn add_rate_json(&self, v: &mut serde_json::Value) {
+        add_rate_json(v, &self.config.rate);
+    }
+
+    /// The rate in words.
+    pub fn rate_words(&self) -> String {
+        rate_words(&self.config.rate)
+    }
+
+    /// Measures one run of `cmd`.
+    pub fn measure(&self, cmd: &mut Command) -> Result<RunResult, Failure> {
+        let mut meter = Meter::new(source::open(
+            &self.env.root,
+            self.mechanism,
+            &self.selection,
+        )?);
+        let m = measure_watched(
+            &mut meter,
+            cmd,
+            &self.config,
+            &mut crate::signals::forward_to_command,
+        )?;
+        for w in m.warnings.iter().chain(&m.report.warnings) {
+            eprintln!("quietwatt: warning: {w}");
+        }
+        if let Some(e) = m.error {
+            return Err(Failure::new(
+                MEASUREMENT,
+                format!("a run's measurement stopped early: {e}; no summary of partial runs"),
+            ));
+        }
+        let r = &m.report;
+        Ok(RunResult {
+            exit_code: super::run::exit_code(m.status),
+            duration_s: r.duration_s,
+            total: r
+                .total_energy_j
+                .zip(r.total_uncertainty_j)
+                .map(|(e, u)| (e.0, u.0)),
+            domains: r
+                .domains
+                .iter()
+                .map(|d| (d.socket, d.domain, d.energy_j.0, d.uncertainty_j.0))
+                .collect(),
+        })
+    }
+}
+
+/// `freq_hz` (a number) for a fixed rate; `freq_auto: {min_hz, max_hz}` for
+/// `--freq auto`, where no single rate applies.
+pub fn add_rate_json(v: &mut serde_json::Value, rate: &Rate) {
+    match rate {
+        Rate::Fixed(f) => v["freq_hz"] = f.hz().into(),
+        Rate::Auto { min, max } => {
+            v["freq_auto"] = serde_json::json!({"min_hz": min.hz(), "max_hz": max.hz()})
+        }
+    }
+}
+
+/// The summaries of a set of runs of one command.
+pub struct Summaries {
+    /// The total's energy (`None` when the domains cannot be totalled).
+    pub energy: Option<Summary>,
+    /// The duration.
+    pub duration: Option<Summary>,
+    /// Each domain's energy.
+    pub domains: Vec<(u32, &'static str, Option<Summary>)>,
+}
+
+impl Summaries {
+    /// Summarises `runs` (all of one command).
+    pub fn new(runs: &[RunResult]) -> Summaries {
+        let totals: Option<Vec<(f64, f64)>> = runs.iter().map(|r| r.total).collect();
+        let energy = totals.and_then(|t| {
+            let (v, u): (Vec<f64>, Vec<f64>) = t.into_iter().unzip();
+            Summary::new(&v, &u)
+        });
+        let durations: Vec<f64> = runs.iter().map(|r| r.duration_s).collect();
+        let duration = Summary::new(&durations, &vec![0.0; durations.len()]);
+        let domains = runs
+            .first()
+            .map(|r| {
+                (0..r.domains.len())
+                    .map(|i| {
+                        let (s, d, _, _) = r.domains[i];
+                        let v: Vec<f64> = runs.iter().map(|r| r.domains[i].2).collect();
+                        let u: Vec<f64> = runs.iter().map(|r| r.domains[i].3).collect();
+                        (s, d, Summary::new(&v, &u))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Summaries {
+            energy,
+            duration,
+            domains,
+        }
+    }
+
+    /// As JSON: `energy_j`, `duration_s`, `domains`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "energy_j": self.energy,
+            "duration_s": self.duration,
+            "domains": self.domains.iter().map(|(s, d, e)| serde_json::json!({
+                "socket": s, "domain": d, "energy_j": e,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The table's rows, on stderr.
+    pub fn print(&self) {
+        eprintln!(
+            "  {:>6}  {:<10} {:>24} {:>26} {:>24}",
+            "socket", "domain", "mean ± std", "95 % CI of the mean", "min … max"
+        );
+        for (s, d, e) in &self.domains {
+            row(&s.to_string(), d, "J", e.as_ref());
+        }
+        row("", "total", "J", self.energy.as_ref());
+        row("", "time", "s", self.duration.as_ref());
+    }
+}
+
+fn row(socket: &str, name: &str, unit: &str, s: Option<&Summary>) {
+    match s {
+        Some(s) => eprintln!(
+            "  {socket:>6}  {name:<10} {:>24} {:>26} {:>24}",
+            format!("{:.4} ± {:.4} {unit}", s.mean, s.std),
+            format!("[{:.4}, {:.4}] {unit}", s.ci[0], s.ci[1]),
+            format!("{:.4} … {:.4} {unit}", s.min, s.max),
+        ),
+        None => eprintln!("  {socket:>6}  {name:<10} {:>24}", "-"),
+    }
+}
+
+/// The hyperfine-style warning about outlying runs, if any.
+pub fn outlier_warning(what: &str, s: &Summaries) {
+    let n = s.energy.as_ref().map_or(0, |e| e.outliers);
+    if n > 0 {
+        eprintln!(
+            "quietwatt: warning: {what}: {n} run(s) outside Tukey's far-out fences (q1 - 3 IQR, \
+             q3 + 3 IQR): other programs or a cold start may have disturbed them; \
+             --warmup or a quieter machine may help"
+        );
+    }
+}
+
+/// Writes `v` to `path` for `--export-json`.
+pub fn export_json(path: &Path, v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    std::fs::write(path, text + "\n").map_err(|e| {
+        Failure::new(
+            crate::exit::OUTPUT,
+            format!(
+                "cannot write --export-json {}: {e}; give a path in a writable directory",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// A command's words as it is shown.
+fn shown(command: &[String]) -> String {
+    command.join(" ")
+}
+
+/// `run -r N`: measures the command N times (after K unmeasured warm-up runs),
+/// prints the summary; exits with the command's code (the first failing run's,
+/// which stops the series unless `--ignore-failure`).
+pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
+    let runner = Runner::new(env, a.mechanism, a.domains, a.freq, a.sampler, "--repeat")?;
+    crate::signals::install();
+    let make = || {
+        let mut c = Command::new(&a.command[0]);
+        c.args(&a.command[1..]);
+        c
+    };
+    let what = shown(a.command);
+    for i in 0..a.warmup {
+        let status = quietwatt::command::spawn_and_wait(
+            &mut make(),
+            &mut crate::signals::forward_to_command,
+        )?;
+        if stopped() {
+            return Err(interrupted());
+        }
+        let code = super::run::exit_code(status);
+        if code != 0 && !a.ignore_failure {
+            return Err(failed_run(&what, i + 1, a.warmup, code, "warm-up run"));
+        }
+    }
+    let mut runs = Vec::with_capacity(a.runs as usize);
+    let mut first_failure = 0;
+    for i in 0..a.runs {
+        let r = runner.measure(&mut make())?;
+        if stopped() {
+            return Err(interrupted());
+        }
+        eprintln!(
+            "quietwatt: run {}/{}: {} in {:.4} s{}",
+            i + 1,
+            a.runs,
+            r.total
+                .map_or("-".into(), |(e, u)| format!("{e:.4} ± {u:.4} J")),
+            r.duration_s,
+            if r.exit_code != 0 {
+                format!(" (exit code {})", r.exit_code)
+            } else {
+                String::new()
+            }
+        );
+        let code = r.exit_code;
+        runs.push(r);
+        if code != 0 {
+            if first_failure == 0 {
+                first_failure = code;
+            }
+            if !a.ignore_failure {
+                return Err(failed_run(&what, i + 1, a.runs, code, "run"));
+            }
+        }
+    }
+    let s = Summaries::new(&runs);
+    let mut v = s.json();
+    crate::schema::stamp(&mut v, "repeat");
+    v["command"] = a.command.to_vec().into();
+    v["mechanism"] = runner.mechanism_name.into();
+    v["emulated"] = env.is_emulated().into();
+    runner.add_rate_json(&mut v);
+    v["runs"] = a.runs.into();
+    v["warmup"] = a.warmup.into();
+    v["uncertainty_method"] = UNCERTAINTY_METHOD.into();
+    v["per_run"] = runs.iter().map(RunResult::json).collect::<Vec<_>>().into();
+    if a.json {
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+    } else {
+        eprintln!();
+        eprintln!(
+            " Energy of '{what}' over {} run(s){} ({} mechanism{}, read at {}):",
+            a.runs,
+            if a.warmup > 0 {
+                format!(" after {} warm-up run(s)", a.warmup)
+            } else {
+                String::new()
+            },
+            runner.mechanism_name,
+            if env.is_emulated() { ", EMULATED" } else { "" },
+            runner.rate_words()
+        );
+        eprintln!();
+        s.print();
+        eprintln!();
+        eprintln!("  {UNCERTAINTY_METHOD}.");
+        eprintln!();
+    }
+    outlier_warning(&what, &s);
+    if let Some(p) = a.export_json {
+        export_json(p, &v)?;
+    }
+    Ok(ExitCode::from(first_failure.clamp(0, 255) as u8))
+}
+
+/// Whether a SIGINT/SIGTERM/SIGHUP asked quietwatt to stop.
+pub fn stopped() -> bool {
+    crate::signals::STOP.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The error for a series stopped by a signal.
+pub fn interrupted() -> Failure {
+    Failure::new(
+        130,
+        "interrupted: the runs measured so far are not summarised",
+    )
+}
+
+/// The error for a run that failed.
+pub fn failed_run(what: &str, i: u32, n: u32, code: i32, kind: &str) -> Failure {
+    Failure::new(
+        code.clamp(1, 255) as u8,
+        format!(
+            "'{what}' exited with code {code} in {kind} {i} of {n}; fix the command, or add \
+             --ignore-failure (-i) to measure failing runs all the same"
+        ),
+    )
+}

@@ -1,0 +1,329 @@
+//! `run -r N` and `bench energy` against the emulator (package 20 W + dram 4 W =
+//! 24 W total, constant), and the one JSON schema of every command's `--json`.
+//! Physics, not timing: energies are checked against 24 W × the measured time
+//! within the stated bounds; no assertion depends on how loaded the machine is.
+
+mod common;
+
+use common::*;
+use quietwatt_emulator::EmulatorConfig;
+use serde_json::Value;
+
+/// The emulator's default total power (package + dram).
+const TOTAL_W: f64 = 24.0;
+
+fn json(o: &std::process::Output) -> Value {
+    serde_json::from_str(stdout(o).trim())
+        .unwrap_or_else(|e| panic!("--json output does not parse ({e}): {}", stdout(o)))
+}
+
+fn summary(v: &Value) -> (f64, f64, [f64; 2], f64, f64, f64) {
+    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"));
+    (
+        f("mean"),
+        f("std"),
+        [v["ci"][0].as_f64().unwrap(), v["ci"][1].as_f64().unwrap()],
+        f("min"),
+        f("max"),
+        f("measurement_bound"),
+    )
+}
+
+#[test]
+fn run_repeat_gives_mean_spread_and_interval_that_match_the_physics() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run", "-m", "powercap", "-r", "5", "--json", "--", "sleep", "0.2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema"], "quietwatt.repeat/1", "{v}");
+    assert_eq!(v["runs"], 5);
+    assert_eq!(v["emulated"], true);
+    assert!(v["freq_hz"].is_number(), "{v}");
+    assert_eq!(v["per_run"].as_array().unwrap().len(), 5);
+    let (e, std, ci, min, max, bound) = summary(&v["energy_j"]);
+    let (t, tstd, tci, ..) = summary(&v["duration_s"]);
+    assert!(std >= 0.0 && tstd >= 0.0);
+    assert!(ci[0] <= e && e <= ci[1], "{ci:?} {e}");
+    assert!(tci[0] <= t && t <= tci[1], "{tci:?} {t}");
+    assert!(min <= e && e <= max);
+    assert!(t >= 0.2, "each run sleeps 0.2 s: {t}");
+    // Physics: the emulator draws 24 W, so the mean energy is 24 W times the mean
+    // measured time, within the mean of the runs' bounds (plus rounding).
+    let expected = TOTAL_W * t;
+    assert!(
+        (e - expected).abs() <= bound + 1e-3 * expected,
+        "mean {e} J against {expected} J (24 W × {t} s), bound {bound} J"
+    );
+    // Every run on its own as well.
+    for r in v["per_run"].as_array().unwrap() {
+        let (e, u, d) = (
+            r["total_energy_j"].as_f64().unwrap(),
+            r["total_uncertainty_j"].as_f64().unwrap(),
+            r["duration_s"].as_f64().unwrap(),
+        );
+        assert!((e - TOTAL_W * d).abs() <= u + 1e-3 * e, "{r}");
+        assert_eq!(r["exit_code"], 0);
+    }
+    // Per domain: package and dram.
+    let doms = v["domains"].as_array().unwrap();
+    assert!(doms.iter().any(|d| d["domain"] == "package"), "{v}");
+    assert!(doms.iter().any(|d| d["domain"] == "dram"), "{v}");
+}
+
+#[test]
+fn run_repeat_prints_a_table_and_exports_json() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("r.json");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run",
+            "-m",
+            "powercap",
+            "--repeat",
+            "2",
+            "--warmup",
+            "1",
+            "--export-json",
+            export.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("over 2 run(s) after 1 warm-up run(s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mean ± std") && err.contains("95 % CI"),
+        "{err}"
+    );
+    assert!(err.contains("measurement bounds"), "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(v["schema"], "quietwatt.repeat/1");
+    assert_eq!(v["warmup"], 1);
+}
+
+#[test]
+fn run_repeat_stops_at_a_failing_run_unless_told_to_go_on() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["run", "-r", "3", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--ignore-failure"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("run 1 of 3"), "{}", stderr(&o));
+    let o = quietwatt(
+        m.root(),
+        &["run", "-r", "2", "-i", "--json", "--", "sh", "-c", "exit 3"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(json(&o)["per_run"][1]["exit_code"], 3);
+    // Options that make no sense are refused before anything runs.
+    let o = quietwatt(m.root(), &["run", "--warmup", "2", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = quietwatt(m.root(), &["run", "-r", "0", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn bench_energy_finds_the_longer_sleep_costs_about_three_times_more() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("b.json");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "bench",
+            "energy",
+            "-m",
+            "powercap",
+            "-r",
+            "4",
+            "--json",
+            "--export-json",
+            export.to_str().unwrap(),
+            "sleep 0.1",
+            "sleep 0.3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema"], "quietwatt.bench-energy/1", "{v}");
+    assert_eq!(v["emulated"], true);
+    assert!(v["freq_hz"].is_number());
+    let cmds = v["commands"].as_array().unwrap();
+    assert_eq!(cmds.len(), 2);
+    for c in cmds {
+        assert_eq!(c["per_run"].as_array().unwrap().len(), 4);
+        let (e, _, ci, ..) = summary(&c["energy_j"]);
+        assert!(ci[0] <= e && e <= ci[1]);
+    }
+    let c = &v["comparisons"][0];
+    assert_eq!(c["verdict"], "more", "{c}");
+    let lo = c["energy_ratio"]["ci"][0].as_f64().unwrap();
+    let hi = c["energy_ratio"]["ci"][1].as_f64().unwrap();
+    let est = c["energy_ratio"]["estimate"].as_f64().unwrap();
+    assert!(lo > 1.0, "the ratio's interval is above 1: {c}");
+    assert!(lo <= est && est <= hi);
+    // The truth is 3× the time at the same power, less the shell's start-up in
+    // each: the interval holds 3, or at least lies within generous bounds.
+    assert!((lo <= 3.0 && 3.0 <= hi) || (lo > 1.5 && hi < 6.0), "{c}");
+    assert!(c["welch"]["p_value"].as_f64().unwrap() < 0.05, "{c}");
+    assert!(c["welch"]["test"].as_str().unwrap().contains("Welch"));
+    assert!(c["rank_test"]["p_value"].is_number(), "{c}");
+    let exported: Value = serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(exported["schema"], "quietwatt.bench-energy/1");
+}
+
+#[test]
+fn bench_energy_gate_fails_ci_on_a_costlier_command() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(
+        m.root(),
+        &[
+            "bench",
+            "energy",
+            "-r",
+            "3",
+            "--fail-if-more-than",
+            "10",
+            "sleep 0.05",
+            "sleep 0.2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("energy regression"), "{err}");
+    assert!(err.contains("significantly more"), "{err}");
+    // The other way round, the gate passes.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "bench",
+            "energy",
+            "-r",
+            "3",
+            "--fail-if-more-than",
+            "10",
+            "--json",
+            "sleep 0.2",
+            "sleep 0.05",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["gate"]["failed"], false, "{v}");
+    assert_eq!(v["comparisons"][0]["verdict"], "less", "{v}");
+}
+
+#[test]
+fn bench_energy_refuses_bad_input_before_running() {
+    let m = mount(EmulatorConfig::default());
+    let o = quietwatt(m.root(), &["bench", "energy", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("two or more"), "{}", stderr(&o));
+    let o = quietwatt(
+        m.root(),
+        &[
+            "bench",
+            "energy",
+            "--fail-if-more-than",
+            "-5",
+            "true",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = quietwatt(m.root(), &["bench", "energy", "-r", "2", "true", "exit 5"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--ignore-failure"), "{}", stderr(&o));
+    let o = quietwatt(m.root(), &["bench", "energy", "-m", "ebpf", "true", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("polling mechanisms"), "{}", stderr(&o));
+}
+
+/// Checks the schema field and the types shared by every kind.
+fn check_schema(v: &Value, kind: &str, what: &str) {
+    assert_eq!(
+        v["schema"].as_str(),
+        Some(format!("quietwatt.{kind}/1").as_str()),
+        "{what}: {v}"
+    );
+    if let Some(f) = v.get("freq_hz") {
+        assert!(f.is_number(), "{what}: freq_hz must be a number: {v}");
+    }
+    if let Some(e) = v.get("emulated") {
+        assert!(e.is_boolean(), "{what}: emulated must be a boolean: {v}");
+    }
+}
+
+#[test]
+fn every_json_output_carries_the_schema_and_typed_fields() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    let jsonl = dir.path().join("r.jsonl");
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("run", vec!["run", "--json", "--", "true"]),
+        ("run", vec!["run", "--json", "-f", "auto", "--", "true"]),
+        ("repeat", vec!["run", "-r", "2", "--json", "--", "true"]),
+        (
+            "record",
+            vec![
+                "record",
+                "--json",
+                "-o",
+                csv.to_str().unwrap(),
+                "--duration",
+                "0.2",
+            ],
+        ),
+        ("check", vec!["check", "--json", "--interval", "0.2"]),
+        ("doctor", vec!["doctor", "--json"]),
+        ("list", vec!["list", "--json"]),
+        (
+            "bench-energy",
+            vec!["bench", "energy", "-r", "2", "--json", "true", "true"],
+        ),
+    ];
+    for (kind, args) in &cases {
+        let o = quietwatt(m.root(), args);
+        let what = args.join(" ");
+        assert!(
+            o.status.code() == Some(0) || kind == &"check",
+            "{what}: {}",
+            stderr(&o)
+        );
+        let v: Value = serde_json::from_str(stdout(&o).trim())
+            .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", stdout(&o)));
+        check_schema(&v, kind, &what);
+        if *kind != "list" && *kind != "doctor" {
+            assert!(v["emulated"].is_boolean(), "{what}: no emulated: {v}");
+        }
+        if *kind == "record" {
+            assert_eq!(v["freq_hz"], 100.0, "record's default rate: {v}");
+        }
+        if args.contains(&"auto") {
+            assert!(v["freq_auto"]["min_hz"].is_number(), "{v}");
+        }
+    }
+    // The JSON Lines recording's metadata line.
+    let o = quietwatt(
+        m.root(),
+        &["record", "-o", jsonl.to_str().unwrap(), "--duration", "0.2"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let meta = &first["metadata"];
+    check_schema(meta, "recording", "record -o x.jsonl");
+    assert_eq!(meta["emulated"], true, "{meta}");
+    assert!(meta["freq_hz"].is_number(), "{meta}");
+}
