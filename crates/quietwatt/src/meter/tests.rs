@@ -1,0 +1,287 @@
+use super::*;
+use crate::counter::Wrap;
+use crate::domain::Domain;
+use crate::units::EnergyUnit;
+use std::path::PathBuf;
+
+/// A source replaying scripted raw values.
+struct Scripted {
+    channels: Vec<Channel>,
+    values: Vec<Vec<u64>>,
+    next: usize,
+}
+
+impl Source for Scripted {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Powercap
+    }
+    fn channels(&self) -> &[Channel] {
+        &self.channels
+    }
+    fn read(&mut self, out: &mut [u64]) -> Result<()> {
+        out.copy_from_slice(&self.values[self.next]);
+        self.next += 1;
+        Ok(())
+    }
+}
+
+fn channel(socket: u32, domain: Domain, modulus: u64) -> Channel {
+    Channel {
+        id: DomainId::new(socket, domain),
+        unit: EnergyUnit::Microjoule,
+        wrap: Wrap::Modulus(modulus),
+        origin: PathBuf::from(format!("/fake/{socket}/{domain}")),
+        limit: None,
+    }
+}
+
+#[test]
+fn report_corrects_wraps_and_totals_packages_plus_dram_only() {
+    let m = 1_000_000;
+    let src = Scripted {
+        channels: vec![
+            channel(0, Domain::Package, m),
+            channel(0, Domain::Core, m),
+            channel(0, Domain::Dram, m),
+        ],
+        values: vec![vec![900_000, 100, 0], vec![100_000, 600_100, 250_000]],
+        next: 0,
+    };
+    let mut meter = Meter::new(Box::new(src));
+    meter.sample().unwrap();
+    let (_, d) = meter.sample().unwrap();
+    assert_eq!(d, &[200_000, 600_000, 250_000]);
+    let r = meter.report();
+    assert_eq!(r.domains[0].energy_j, Joules(0.2));
+    assert_eq!(r.domains[0].wraps, 1);
+    // core is inside package: the total is package + dram.
+    assert!((r.total_energy_j.unwrap().0 - 0.45).abs() < 1e-12);
+    assert_eq!(r.total_rule, "package + dram");
+}
+
+#[test]
+fn a_reading_beyond_the_range_is_an_error_naming_the_counter() {
+    let src = Scripted {
+        channels: vec![channel(1, Domain::Package, 1000)],
+        values: vec![vec![10], vec![5000]],
+        next: 0,
+    };
+    let mut meter = Meter::new(Box::new(src));
+    meter.sample().unwrap();
+    let err = meter.sample().unwrap_err().to_string();
+    assert!(
+        err.contains("/fake/1/package") && err.contains("5000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_period_that_could_hide_a_wrap_is_warned_about() {
+    let src = Scripted {
+        channels: vec![channel(0, Domain::Package, 1_000_001)],
+        values: vec![],
+        next: 0,
+    };
+    let meter = Meter::new(Box::new(src));
+    // 1 J range at 500 W wraps every 2 ms.
+    assert!(meter.wrap_warnings(Duration::from_millis(1)).is_empty());
+    let w = meter.wrap_warnings(Duration::from_millis(10));
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("sample faster"), "{}", w[0]);
+}
+
+/// A meter over `ids`, fed with `reads` (µJ counters of a 2^40 range) at `dt_ms`.
+fn fed(ids: &[(u32, Domain)], reads: &[Vec<u64>], dt_ms: u64) -> EnergyReport {
+    let src = Scripted {
+        channels: ids.iter().map(|&(s, d)| channel(s, d, 1 << 40)).collect(),
+        values: vec![],
+        next: 0,
+    };
+    let mut meter = Meter::new(Box::new(src));
+    for (i, r) in reads.iter().enumerate() {
+        meter.feed(i as u64 * dt_ms * 1_000_000, r).unwrap();
+    }
+    meter.report()
+}
+
+#[test]
+fn a_psys_that_reads_zero_leaves_the_total_to_packages_and_dram() {
+    use Domain::*;
+    let ids = [(0, Package), (0, Dram), (0, Psys), (1, Psys)];
+    // The master is package 1: socket 0's psys reads 0 throughout.
+    let reads: Vec<Vec<u64>> = (0..11u64)
+        .map(|i| vec![i * 2_000_000, i * 500_000, 0, i * 3_000_000])
+        .collect();
+    let r = fed(&ids, &reads, 100);
+    assert_eq!(r.total_rule, "psys (covers the platform)");
+    assert_eq!(r.total_energy_j, Some(Joules(30.0)));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("psys reads 0 on socket 0")),
+        "{:?}",
+        r.warnings
+    );
+    // Disabled everywhere: before, the total was 0 J "psys (covers the platform)".
+    let reads: Vec<Vec<u64>> = (0..11u64)
+        .map(|i| vec![i * 2_000_000, i * 500_000, 0, 0])
+        .collect();
+    let r = fed(&ids, &reads, 100);
+    assert_eq!(r.total_rule, "package + dram");
+    assert_eq!(r.total_energy_j, Some(Joules(25.0)));
+    assert!(
+        r.warnings.iter().any(|w| w.contains("did not move")),
+        "{:?}",
+        r.warnings
+    );
+    // psys alone and disabled: no total, not a 0.
+    let r = fed(&[(0, Psys)], &vec![vec![0]; 5], 100);
+    assert_eq!(r.total_energy_j, None);
+    assert_eq!(r.total_rule, "none");
+}
+
+#[test]
+fn a_psys_in_whole_joules_offers_the_finer_packages_plus_dram() {
+    use Domain::*;
+    // 50 ms at 54 W: psys moves in 1 J steps (SPR), package + dram in µJ.
+    let reads: Vec<Vec<u64>> = (0..11u64)
+        .map(|i| {
+            vec![
+                i * 250_000,
+                i * 20_000,
+                (i * 270_000) / 1_000_000 * 1_000_000 + if i > 4 { 1_000_000 } else { 0 },
+            ]
+        })
+        .collect();
+    let r = fed(&[(0, Package), (0, Dram), (0, Psys)], &reads, 5);
+    let f = r.finer_total.as_ref().expect("a finer total");
+    assert_eq!(f.rule, "package + dram");
+    assert!((f.energy_j.0 - 2.7).abs() < 1e-9, "{f:?}");
+    assert!(
+        f.uncertainty_j.0 < 0.1 * r.total_uncertainty_j.unwrap().0,
+        "{r:?}"
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains("coarse")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn core_above_package_beyond_resolution_is_a_warning_naming_both() {
+    use Domain::*;
+    // The package counter froze; core went on.
+    let reads: Vec<Vec<u64>> = (0..11u64).map(|i| vec![5_000_000, i * 1_000_000]).collect();
+    let r = fed(&[(0, Package), (0, Core)], &reads, 100);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("0/core") && w.contains("exceeds 0/package")),
+        "{:?}",
+        r.warnings
+    );
+    // Within resolution: no warning.
+    let reads: Vec<Vec<u64>> = (0..11u64)
+        .map(|i| vec![i * 1_000_000, i * 1_000_000 + 1])
+        .collect();
+    let r = fed(&[(0, Package), (0, Core)], &reads, 100);
+    assert!(
+        !r.warnings.iter().any(|w| w.contains("exceeds")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn a_reset_is_reported_with_its_time_and_counted_from_zero() {
+    use Domain::*;
+    let reads = vec![
+        vec![9_000_000],
+        vec![9_100_000],
+        vec![40_000],
+        vec![140_000],
+    ];
+    let r = fed(&[(0, Package)], &reads, 5);
+    // 0.1 J, then 0.04 J since the restart, then 0.1 J.
+    assert!((r.domains[0].energy_j.0 - 0.24).abs() < 1e-12, "{r:?}");
+    assert_eq!(r.counter_events.len(), 1);
+    let e = &r.counter_events[0];
+    assert_eq!((e.kind, e.domain.as_str()), ("reset", "0/package"));
+    assert!((e.t_s - 0.010).abs() < 1e-9);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("restarted from 0")),
+        "{:?}",
+        r.warnings
+    );
+    // The lost part of the interval widens the uncertainty.
+    assert!(r.domains[0].uncertainty_j.0 > 0.1, "{r:?}");
+}
+
+#[test]
+fn a_run_shorter_than_the_update_interval_says_its_resolution_dominates() {
+    use Domain::*;
+    // 2 ms at 24 W with a counter updating every 1 ms: 48 mJ ± 24 mJ.
+    let reads = vec![vec![0], vec![24_000], vec![48_000]];
+    let r = fed(&[(0, Package)], &reads, 1);
+    let u = r.total_uncertainty_j.unwrap().0;
+    assert!(u >= 0.024 - 1e-9, "{r:?}");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("resolution dominates")),
+        "{:?}",
+        r.warnings
+    );
+    // A counter read every 1 ms that updates every 50 ms: the interval observed.
+    let reads: Vec<Vec<u64>> = (0..201u64).map(|i| vec![(i / 50) * 1_000_000]).collect();
+    let r = fed(&[(0, Package)], &reads, 1);
+    assert!(r.domains[0].update_interval_s >= 0.049, "{r:?}");
+    assert!(r.domains[0].uncertainty_j.0 >= 0.049 * 20.0 - 1e-6, "{r:?}");
+}
+
+/// The counts the TPMI `power` PMU accumulates (`rapl_event_update` in
+/// `drivers/powercap/intel_rapl_common.c`): `count += (s64)(new_raw - prev_raw) *
+/// scale` on 32-bit raw values, no wrap fix.
+fn tpmi(raws: &[u64], scale: u64) -> Vec<u64> {
+    let mut count = 0u64;
+    let mut out = vec![0];
+    for w in raws.windows(2) {
+        let d = (w[1] as i64).wrapping_sub(w[0] as i64);
+        count = count.wrapping_add(d.wrapping_mul(scale as i64) as u64);
+        out.push(count);
+    }
+    out
+}
+
+#[test]
+fn the_meter_fed_a_tpmi_perf_count_across_a_hardware_wrap_reports_the_truth() {
+    // Package at 20 W read every 100 ms by perf (2^-32 J counts) for 3 s, its 32-bit
+    // register at 2^-16 J wrapping once. Before, the fall read as a 2^64 wrap:
+    // +4.29 GJ.
+    let step = (20.0 * 0.1 * 65536.0) as u64;
+    let start = (1u64 << 32) - 10 * step;
+    let raws: Vec<u64> = (0..31u64)
+        .map(|i| (start + i * step) & 0xFFFF_FFFF)
+        .collect();
+    let counts = tpmi(&raws, 1 << 16);
+    let src = Scripted {
+        channels: vec![Channel {
+            id: DomainId::new(0, Domain::Package),
+            unit: EnergyUnit::Scale(1.0 / 4_294_967_296.0),
+            wrap: Wrap::PERF,
+            origin: PathBuf::from("power/energy-pkg"),
+            limit: None,
+        }],
+        values: vec![],
+        next: 0,
+    };
+    let mut meter = Meter::new(Box::new(src));
+    for (i, &c) in counts.iter().enumerate() {
+        meter.feed(i as u64 * 100_000_000, &[c]).unwrap();
+    }
+    let r = meter.report();
+    assert_eq!(r.total_energy_j, Some(Joules(60.0)), "{r:?}");
+    assert_eq!(r.domains[0].wraps, 1);
+    assert!(r.counter_events.is_empty(), "{r:?}");
+}
