@@ -11,6 +11,10 @@ use serde_json::Value;
 
 /// The emulator's default total power (package + dram).
 const TOTAL_W: f64 = 24.0;
+/// How far apart a timestamp and the read it stamps can be on a loaded host (a
+/// FUSE read served late), seconds. Small enough that adding core into the total
+/// (12 W over a 0.2 s run) still fails.
+const SKEW_S: f64 = 0.03;
 
 fn json(o: &std::process::Output) -> Value {
     serde_json::from_str(stdout(o).trim())
@@ -53,10 +57,13 @@ fn run_repeat_gives_mean_spread_and_interval_that_match_the_physics() {
     assert!(min <= e && e <= max);
     assert!(t >= 0.2, "each run sleeps 0.2 s: {t}");
     // Physics: the emulator draws 24 W, so the mean energy is 24 W times the mean
-    // measured time, within the mean of the runs' bounds (plus rounding).
+    // measured time, within the mean of the runs' bounds (plus rounding). The time
+    // comes from timestamps taken just before the reads; on a loaded host a FUSE read
+    // can be served tens of ms after its timestamp, so the energy and the timed span
+    // may differ by that much: SKEW_S of 24 W is allowed on top.
     let expected = TOTAL_W * t;
     assert!(
-        (e - expected).abs() <= bound + 1e-3 * expected,
+        (e - expected).abs() <= bound + 1e-3 * expected + TOTAL_W * SKEW_S,
         "mean {e} J against {expected} J (24 W × {t} s), bound {bound} J"
     );
     // Every run on its own as well.
@@ -66,7 +73,10 @@ fn run_repeat_gives_mean_spread_and_interval_that_match_the_physics() {
             r["total_uncertainty_j"].as_f64().unwrap(),
             r["duration_s"].as_f64().unwrap(),
         );
-        assert!((e - TOTAL_W * d).abs() <= u + 1e-3 * e, "{r}");
+        assert!(
+            (e - TOTAL_W * d).abs() <= u + 1e-3 * e + TOTAL_W * SKEW_S,
+            "{r}"
+        );
         assert_eq!(r["exit_code"], 0);
     }
     // Per domain: package and dram.
