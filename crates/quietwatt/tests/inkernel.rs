@@ -231,7 +231,21 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     assert!((k.achieved_hz - rate).abs() < 1.0, "{m}: {k:?}");
     assert_eq!(k.kernel.dropped, 0, "{m}: {k:?}");
     assert_eq!(k.kernel.throttled, 0, "{m}: {k:?}");
-    assert!(r.warnings.is_empty(), "{m}: {:?}", r.warnings);
+    // A loaded host can hold the kernel's sampling clock back; that is reported (the
+    // next sample covers the gap, so the energy stays complete) and nothing else is.
+    assert!(
+        r.warnings
+            .iter()
+            .all(|w| w.contains("sampling clock stopped")),
+        "{m}: {:?}",
+        r.warnings
+    );
+    assert_eq!(
+        r.warnings.is_empty(),
+        k.clock_gaps == 0,
+        "{m}: {:?}",
+        r.warnings
+    );
     assert_eq!(r.missed_deadlines, 0, "{m}: {k:?}");
     assert!(k.kernel.taken >= r.samples - 1, "{m}: {k:?}");
     assert!(k.received + k.discarded <= k.kernel.taken + 2, "{m}: {k:?}");
