@@ -117,7 +117,6 @@ pub mod bench;
 pub mod command;
 pub mod events;
 pub mod export;
-pub mod inkernel;
 pub mod lab;
 pub mod meter;
 pub mod model;
@@ -130,6 +129,8 @@ pub mod sampler;
 pub mod session;
 pub mod sink;
 pub mod source;
+/// The buffered mechanisms live with the others, in `source`; the old path stays.
+pub use source::inkernel;
 pub mod ticker;
 pub mod topology;
 pub mod trace;

@@ -13,11 +13,11 @@
 
 use crate::adaptive::{Adaptive, LoadProbe, RatePolicy, DEFAULT_HOLD, DEFAULT_PROBE_EVERY};
 use crate::error::{Error, Result};
-use crate::inkernel::KernelFigures;
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
 use crate::sampler::{self, Control, Rate, Setup, HEADER_WORDS, MAX_CHANNELS};
+use crate::source::inkernel::KernelFigures;
 use crate::source::Mode;
 use crate::ticker::{Hertz, Pacing, TimerFd};
 use crate::units::EnergyUnit;

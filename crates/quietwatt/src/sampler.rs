@@ -638,7 +638,7 @@ impl Sampler<'_, '_> {
     ///
     /// [`Source::drain`]: crate::source::Source::drain
     fn run_buffered(&mut self, freq: Hertz, drain: Hertz) -> Option<Error> {
-        let period = crate::inkernel::period_ns(freq);
+        let period = crate::source::inkernel::period_ns(freq);
         let drain_ns = period_ns(drain);
         let mut next = self.counts.first_ns + drain_ns;
         let mut prev_t = self.counts.first_ns;

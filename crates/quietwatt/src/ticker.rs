@@ -5,13 +5,18 @@
 //! timerfd, whose expiration count tells how many deadlines passed while the loop was
 //! busy, and which another thread can fire at once ([`TimerFd::wake`]) to end a wait.
 
-use crate::meter::monotonic_ns;
 use rustix::fd::OwnedFd;
 use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 use std::fmt;
 use std::io;
 use std::str::FromStr;
 use std::time::Duration;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of perf samples and tracepoints.
+pub fn monotonic_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 /// The highest sampling frequency accepted: RAPL updates about every millisecond, and
 /// beyond 100 kHz a read costs more than the period.

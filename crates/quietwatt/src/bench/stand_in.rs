@@ -5,9 +5,9 @@
 
 use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
-use crate::meter::monotonic_ns;
 use crate::root::SysRoot;
 use crate::source::{Channel, Mechanism, Source};
+use crate::ticker::monotonic_ns;
 use crate::units::EnergyUnit;
 use crate::Wrap;
 use std::fs::File;

@@ -18,7 +18,7 @@
 
 use super::cpuidle::CpuidleStates;
 use super::{Channel, Event, EventsError, Reader, Result};
-use crate::meter::monotonic_ns;
+use crate::ticker::monotonic_ns;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use std::fmt;
 use std::mem::MaybeUninit;

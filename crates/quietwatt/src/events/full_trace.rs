@@ -1,6 +1,6 @@
 //! The full trace (`record --events ... --full-trace`): every C-state entry and exit,
 //! context switch and page fault as one row, stamped in the kernel, for the slices
-//! and instants of a trace viewer (`trace:` rows, see [`crate::trace::TRACED`]).
+//! and instants of a trace viewer (`trace:` rows, see [`TRACED`]).
 //!
 //! **How.** A BPF program (`src/bpf/event_trace.bpf.c`) attached to the
 //! `power:cpu_idle` and `sched:sched_switch` raw tracepoints and to a period-1
@@ -16,10 +16,10 @@
 //! **Timestamps** are `bpf_ktime_get_ns`, CLOCK_MONOTONIC: the clock of the energy
 //! file and of every other events row.
 
+use super::TRACED;
 use super::{Event, EventsError, Groups, Result};
-use crate::inkernel::perf_open;
-use crate::inkernel::ring::BpfRing;
-use crate::trace::TRACED;
+use crate::source::inkernel::perf_open;
+use crate::source::inkernel::ring::BpfRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use perf_event_open_sys::bindings::{
@@ -131,7 +131,7 @@ impl FullTrace {
     /// sched: sched_switch; faults: the fault events of every CPU in `cpus`) and a
     /// ring of `ring_bytes` (rounded up to a power of two of at least a page).
     pub fn open(groups: Groups, cpus: &[u32], ring_bytes: usize) -> Result<FullTrace> {
-        let page = crate::inkernel::ring::page_size();
+        let page = crate::source::inkernel::ring::page_size();
         let ring_bytes = ring_bytes.max(page).next_power_of_two();
         let ring_len = u32::try_from(ring_bytes)
             .map_err(|_| err("size the ring", format!("{ring_bytes} bytes is too large")))?;

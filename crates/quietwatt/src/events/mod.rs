@@ -8,7 +8,7 @@
 //! so the cost per tick is one syscall per counter however many events happen.
 //!
 //! **One clock.** The [`recorder`] thread reads every counter at its own low rate and
-//! stamps each read with CLOCK_MONOTONIC ([`crate::meter::monotonic_ns`]), the clock
+//! stamps each read with CLOCK_MONOTONIC ([`crate::ticker::monotonic_ns`]), the clock
 //! of the energy samples, into its own CSV next to the energy file. The energy
 //! sampler is untouched: its loop does not grow by the number of CPUs × events.
 //!
@@ -545,3 +545,6 @@ mod tests {
         assert_eq!(parse_decimal(b"99999999999999999999999"), None);
     }
 }
+
+/// Prefix of the `event` column for events recorded one by one (a full trace).
+pub const TRACED: &str = "trace:";

@@ -17,7 +17,7 @@
 
 use super::cpuidle::CpuidleStates;
 use super::{Event, EventCounters, EventsError, Result};
-use crate::meter::monotonic_ns;
+use crate::ticker::monotonic_ns;
 use crate::ticker::{Hertz, Pacer, TimerFd};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

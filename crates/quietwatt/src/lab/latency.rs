@@ -194,7 +194,7 @@ fn ticks() -> u64 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn ticks() -> u64 {
-    crate::meter::monotonic_ns()
+    crate::ticker::monotonic_ns()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -216,7 +216,7 @@ fn calibrate() -> (f64, TimerInfo) {
             let mut best = (u64::MAX, 0u64, 0u64);
             for _ in 0..16 {
                 let a = ticks();
-                let ns = crate::meter::monotonic_ns();
+                let ns = crate::ticker::monotonic_ns();
                 let b = ticks();
                 if b.wrapping_sub(a) < best.0 {
                     best = (b.wrapping_sub(a), a + (b.wrapping_sub(a)) / 2, ns);

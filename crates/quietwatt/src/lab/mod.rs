@@ -19,6 +19,7 @@
 pub mod analysis;
 pub mod experiment;
 pub mod figures;
+pub mod fit;
 pub mod latency;
 mod os;
 pub mod plan;

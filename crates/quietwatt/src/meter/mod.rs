@@ -9,11 +9,7 @@ use crate::units::{Joules, Watts};
 use serde::Serialize;
 use std::time::Duration;
 
-/// CLOCK_MONOTONIC in nanoseconds: the clock of perf samples and tracepoints.
-pub fn monotonic_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use crate::ticker::monotonic_ns;
 
 /// Reads a [`Source`] and accumulates its counters.
 pub struct Meter {
@@ -144,7 +140,7 @@ impl Meter {
     }
 
     /// What a buffered source's kernel side did ([`Source::kernel_side`]).
-    pub fn kernel_side(&self) -> Option<crate::inkernel::KernelSide> {
+    pub fn kernel_side(&self) -> Option<crate::source::inkernel::KernelSide> {
         self.source.kernel_side()
     }
 

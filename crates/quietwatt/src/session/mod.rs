@@ -20,7 +20,7 @@
 //! not give.
 //!
 //! The in-kernel mechanisms (ebpf, perf-ring) sample in the kernel and are drained
-//! in batches by [`crate::inkernel`]; a session cannot drive them and refuses them
+//! in batches by [`crate::source::inkernel`]; a session cannot drive them and refuses them
 //! with [`Error::MechanismUnavailable`].
 
 mod engine;

@@ -14,7 +14,7 @@ pub const DEFAULT_SAMPLES_KEPT: usize = 65_536;
 /// previous reading.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SampleRow {
-    /// CLOCK_MONOTONIC nanoseconds of the reading ([`crate::meter::monotonic_ns`]).
+    /// CLOCK_MONOTONIC nanoseconds of the reading ([`crate::ticker::monotonic_ns`]).
     pub t_ns: u64,
     /// Nanoseconds since the previous reading: longer than the period when deadlines
     /// were missed, whose energy this row then holds.

@@ -17,10 +17,10 @@ pub use self::jsonl::JsonlSink;
 
 use crate::counter::Marks;
 use crate::cpuinfo::CpuInfo;
-use crate::meter::monotonic_ns;
 use crate::root::SysRoot;
 use crate::sampler::Rate;
 use crate::source::Channel;
+use crate::ticker::monotonic_ns;
 use crate::units::Joules;
 use std::fmt;
 use std::io;

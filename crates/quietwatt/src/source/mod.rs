@@ -10,6 +10,7 @@
 //! [`Source::drain`] about once a second). Both go through the same engine
 //! ([`crate::record`], [`crate::command`]): one meter, one ring, one writer.
 
+pub mod inkernel;
 pub mod msr;
 pub mod perf;
 pub mod powercap;
@@ -206,7 +207,7 @@ pub trait Source: Send {
 
     /// Buffered sources: what the kernel side did (samples taken, dropped, drains,
     /// the clock's gaps), for the self-accounting; `None` for a polled source.
-    fn kernel_side(&self) -> Option<crate::inkernel::KernelSide> {
+    fn kernel_side(&self) -> Option<crate::source::inkernel::KernelSide> {
         None
     }
 }
@@ -283,7 +284,7 @@ pub fn probe(root: &SysRoot, mechanism: Mechanism) -> Probe {
     if matches!(mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
         // Loads, attaches and reads once, without sampling. It reads the `power`
         // PMU's events, so whether they move is perf's answer.
-        let (result, notes) = crate::inkernel::probe(root, mechanism);
+        let (result, notes) = crate::source::inkernel::probe(root, mechanism);
         let moves = result.is_ok().then(|| {
             open_one(root, Mechanism::Perf, &Selection::all())
                 .and_then(|mut s| watch(s.as_mut(), LIVENESS_WINDOW))
@@ -404,6 +405,8 @@ fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<d
         Mechanism::Perf => Ok(Box::new(perf::PerfEvents::open(root, selection)?)),
         Mechanism::Msr => Ok(Box::new(msr::Msr::open(root, selection)?)),
         // Buffered in the kernel, at the default rates (`inkernel::open` takes others).
-        Mechanism::Ebpf | Mechanism::PerfRing => crate::inkernel::open_source(root, m, selection),
+        Mechanism::Ebpf | Mechanism::PerfRing => {
+            crate::source::inkernel::open_source(root, m, selection)
+        }
     }
 }

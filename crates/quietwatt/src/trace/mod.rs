@@ -74,8 +74,7 @@ pub struct EventRow {
     pub count: u64,
 }
 
-/// Prefix of the `event` column for events recorded one by one (a full trace).
-pub const TRACED: &str = "trace:";
+pub use crate::events::TRACED;
 
 /// An events recording read back.
 #[derive(Debug, Clone, Default)]

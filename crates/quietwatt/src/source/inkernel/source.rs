@@ -17,8 +17,8 @@
 
 use super::{period_ns, KernelCounts, KernelSample, KernelSampler};
 use crate::error::Result;
-use crate::meter::monotonic_ns;
 use crate::source::{Channel, Mechanism, Mode, Reading, Source};
+use crate::ticker::monotonic_ns;
 use crate::ticker::Hertz;
 use std::ptr::NonNull;
 
