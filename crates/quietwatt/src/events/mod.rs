@@ -498,6 +498,9 @@ pub(crate) fn open_fix(e: &io::Error) -> &'static str {
     }
 }
 
+/// Prefix of the `event` column for events recorded one by one (a full trace).
+pub const TRACED: &str = "trace:";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,6 +548,3 @@ mod tests {
         assert_eq!(parse_decimal(b"99999999999999999999999"), None);
     }
 }
-
-/// Prefix of the `event` column for events recorded one by one (a full trace).
-pub const TRACED: &str = "trace:";
