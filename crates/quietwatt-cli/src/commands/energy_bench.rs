@@ -118,7 +118,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             if stopped() {
                 return Err(interrupted());
             }
-            let code = super::run::exit_code(status);
+            let code = super::exit_code(status);
             if code != 0 && !args.ignore_failure {
                 return Err(failed_run(
                     &args.commands[i],

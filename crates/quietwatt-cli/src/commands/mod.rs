@@ -171,3 +171,28 @@ impl PlotFiles {
         })
     }
 }
+
+/// What the mechanism left out or wants known (duplicate zones, one-core AMD zones).
+pub fn print_notes(meter: &quietwatt::Meter) {
+    for n in meter.notes() {
+        eprintln!("quietwatt: note: {n}");
+    }
+}
+
+/// The exit code `run` passes on: the command's, or 128 + the signal that killed it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    })
+}
+
+/// `freq_hz` (a number) for a fixed rate; `freq_auto: {min_hz, max_hz}` for
+/// `--freq auto`, where no single rate applies.
+pub fn add_rate_json(v: &mut serde_json::Value, rate: &quietwatt::Rate) {
+    match rate {
+        quietwatt::Rate::Fixed(f) => v["freq_hz"] = f.hz().into(),
+        quietwatt::Rate::Auto { min, max } => {
+            v["freq_auto"] = serde_json::json!({"min_hz": min.hz(), "max_hz": max.hz()})
+        }
+    }
+}

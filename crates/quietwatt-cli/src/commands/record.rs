@@ -151,7 +151,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         &selection(&args.domains)?,
     )?;
     let mut meter = Meter::new(source);
-    crate::commands::run::print_notes(&meter);
+    super::print_notes(&meter);
     if let Rate::Fixed(f) = config.rate {
         for w in meter.wrap_warnings(f.period()) {
             eprintln!("quietwatt: warning: {w}");
@@ -225,7 +225,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if args.json {
         let mut v = summary_json(&rec, &args.output, format, env.is_emulated(), &config.rate);
         if let Some(s) = status {
-            v["exit_code"] = crate::commands::run::exit_code(s).into();
+            v["exit_code"] = super::exit_code(s).into();
         }
         if let Some(k) = &rec.kernel {
             v["kernel"] = serde_json::to_value(k).unwrap_or_default();
@@ -267,7 +267,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
     // The command's exit code, as `run` passes it on.
     Ok(status.map_or(ExitCode::SUCCESS, |s| {
-        ExitCode::from(crate::commands::run::exit_code(s).clamp(0, 255) as u8)
+        ExitCode::from(super::exit_code(s).clamp(0, 255) as u8)
     }))
 }
 
@@ -335,7 +335,7 @@ pub(super) fn summary_json(
     // `freq`: the rate in words (kept for readers of version 1); `freq_hz` or
     // `freq_auto`: the same as numbers.
     v["freq"] = rate.to_string().into();
-    super::repeat::add_rate_json(&mut v, rate);
+    super::add_rate_json(&mut v, rate);
     v["samples"] = rec.samples.into();
     v["overhead"] = serde_json::to_value(&rec.overhead).unwrap_or_default();
     append_warnings(&mut v, &rec.warnings);

@@ -99,7 +99,7 @@ impl<'e> Runner<'e> {
         }
         let selection = selection(domains)?;
         let meter = Meter::new(source::open(&env.root, mechanism, &selection)?);
-        super::run::print_notes(&meter);
+        super::print_notes(&meter);
         let freq = freq.unwrap_or_else(|| {
             // As `run`: 10 Hz, or faster where a counter could wrap twice in 100 ms.
             let floor = meter
@@ -125,7 +125,7 @@ impl<'e> Runner<'e> {
     /// The rate as `--json` reports it: `freq_hz` (a number) for a fixed rate,
     /// `freq_auto` for `--freq auto`.
     pub fn add_rate_json(&self, v: &mut serde_json::Value) {
-        add_rate_json(v, &self.config.rate);
+        super::add_rate_json(v, &self.config.rate);
     }
 
     /// The rate in words.
@@ -157,7 +157,7 @@ impl<'e> Runner<'e> {
         }
         let r = &m.report;
         Ok(RunResult {
-            exit_code: super::run::exit_code(m.status),
+            exit_code: super::exit_code(m.status),
             duration_s: r.duration_s,
             total: r
                 .total_energy_j
@@ -169,17 +169,6 @@ impl<'e> Runner<'e> {
                 .map(|d| (d.socket, d.domain, d.energy_j.0, d.uncertainty_j.0))
                 .collect(),
         })
-    }
-}
-
-/// `freq_hz` (a number) for a fixed rate; `freq_auto: {min_hz, max_hz}` for
-/// `--freq auto`, where no single rate applies.
-pub fn add_rate_json(v: &mut serde_json::Value, rate: &Rate) {
-    match rate {
-        Rate::Fixed(f) => v["freq_hz"] = f.hz().into(),
-        Rate::Auto { min, max } => {
-            v["freq_auto"] = serde_json::json!({"min_hz": min.hz(), "max_hz": max.hz()})
-        }
     }
 }
 
@@ -311,7 +300,7 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
         if stopped() {
             return Err(interrupted());
         }
-        let code = super::run::exit_code(status);
+        let code = super::exit_code(status);
         if code != 0 && !a.ignore_failure {
             return Err(failed_run(&what, i + 1, a.warmup, code, "warm-up run"));
         }

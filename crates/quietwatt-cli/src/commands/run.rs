@@ -6,7 +6,6 @@ use crate::exit::{Failure, MEASUREMENT, NO_RAPL};
 use quietwatt::command::{measure_watched, MeasuredCommand};
 use quietwatt::source::Mode;
 use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
-use std::os::unix::process::ExitStatusExt;
 use std::process::ExitCode;
 
 /// Arguments of `run`.
@@ -108,7 +107,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ));
     }
     let mut meter = Meter::new(source);
-    print_notes(&meter);
+    super::print_notes(&meter);
     let freq = match meter.mode() {
         // The kernel's rate, set when the source was opened.
         Mode::Buffered { freq, .. } => FreqArg::Fixed(freq),
@@ -140,7 +139,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         &mut crate::signals::forward_to_command,
     )?;
     let estimate = attributor.map(|a| a.finish()).transpose()?;
-    let exit_code = exit_code(m.status);
+    let exit_code = super::exit_code(m.status);
     for w in &m.warnings {
         eprintln!("quietwatt: warning: {w}");
     }
@@ -188,7 +187,7 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
     let status =
         quietwatt::command::spawn_and_wait(&mut cmd, &mut crate::signals::forward_to_command)?;
     let elapsed = start.elapsed().as_secs_f64();
-    let exit_code = exit_code(status);
+    let exit_code = super::exit_code(status);
     let reason = why.message().lines().next().unwrap_or_default().to_string();
     if args.json {
         let v = serde_json::json!({
@@ -233,13 +232,6 @@ fn default_freq(meter: &Meter) -> Hertz {
 /// The default rate of `run`: cheap, and far above what real RAPL counters need
 /// (they wrap after minutes).
 const DEFAULT_RUN_HZ: f64 = 10.0;
-
-/// What the mechanism left out or wants known (duplicate zones, one-core AMD zones).
-pub fn print_notes(meter: &Meter) {
-    for n in meter.notes() {
-        eprintln!("quietwatt: note: {n}");
-    }
-}
 
 /// The human table, on stderr so that the command's own output stays clean. Every
 /// figure carries its ± bound (the counters' step, their update interval, and any
@@ -297,13 +289,6 @@ pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
     }
 }
 
-/// The exit code `run` passes on: the command's, or 128 + the signal that killed it.
-pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-}
-
 /// The `--json` summary of a measured command, as `run` prints it for every
 /// mechanism (the in-kernel ones add their kernel-side figures).
 pub(super) fn summary_json(
@@ -315,7 +300,7 @@ pub(super) fn summary_json(
     let mut v = crate::schema::stamped(&m.report, "run");
     v["exit_code"] = exit_code.into();
     v["emulated"] = emulated.into();
-    super::repeat::add_rate_json(&mut v, rate);
+    super::add_rate_json(&mut v, rate);
     v["overhead"] = serde_json::to_value(&m.overhead).unwrap_or_default();
     append_warnings(&mut v, &m.warnings);
     if let Some(e) = &m.error {
