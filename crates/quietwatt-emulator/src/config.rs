@@ -10,91 +10,11 @@ use crate::duration;
 use crate::error::{Error, Result};
 use crate::fault::Fault;
 use crate::units;
+pub use crate::vendor::Vendor;
 use quietwatt_core::Domain;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
-
-/// The processor vendor, family and model, as `/proc/cpuinfo` shows them. The
-/// model selects the unit quirks (see the `units` module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    /// GenuineIntel: MSRs 0x606/0x611/0x639/0x641/0x619/0x64D, perf `power` PMU.
-    Intel {
-        /// CPU family (6 for every RAPL part).
-        family: u32,
-        /// CPU model, e.g. 0x9E (Kaby Lake), 0x55 (Skylake-X), 0x8F (Sapphire Rapids).
-        model: u32,
-    },
-    /// AuthenticAMD (Zen): package and per-core energy only.
-    Amd {
-        /// CPU family, e.g. 0x17 (Zen, Zen 2), 0x19 (Zen 3, Zen 4), 0x1A (Zen 5).
-        family: u32,
-        /// CPU model.
-        model: u32,
-    },
-}
-
-impl Vendor {
-    /// Kaby Lake desktop (family 6, model 0x9E): the default, no unit quirk.
-    pub const KABY_LAKE: Vendor = Vendor::Intel {
-        family: 6,
-        model: 0x9E,
-    };
-    /// Skylake-X server (family 6, model 0x55): DRAM counts in 2^-16 J.
-    pub const SKYLAKE_X: Vendor = Vendor::Intel {
-        family: 6,
-        model: 0x55,
-    };
-    /// Sapphire Rapids-X (family 6, model 0x8F): psys counts in 1 J.
-    pub const SAPPHIRE_RAPIDS_X: Vendor = Vendor::Intel {
-        family: 6,
-        model: 0x8F,
-    };
-    /// AMD Zen 3 EPYC (family 0x19, model 0x01).
-    pub const ZEN3: Vendor = Vendor::Amd {
-        family: 0x19,
-        model: 0x01,
-    };
-
-    /// An Intel family-6 part of the given model.
-    pub fn intel(model: u32) -> Vendor {
-        Vendor::Intel { family: 6, model }
-    }
-
-    /// The `model name` `/proc/cpuinfo` shows.
-    pub fn model_name(self) -> String {
-        crate::cpuinfo::model_name(self)
-    }
-
-    /// Whether this is AMD (package and per-core counters only).
-    pub fn is_amd(self) -> bool {
-        matches!(self, Vendor::Amd { .. })
-    }
-
-    /// `vendor_id` in `/proc/cpuinfo`.
-    pub fn vendor_id(self) -> &'static str {
-        match self {
-            Vendor::Intel { .. } => "GenuineIntel",
-            Vendor::Amd { .. } => "AuthenticAMD",
-        }
-    }
-
-    /// The CPU family.
-    pub fn family(self) -> u32 {
-        match self {
-            Vendor::Intel { family, .. } | Vendor::Amd { family, .. } => family,
-        }
-    }
-
-    /// The CPU model.
-    pub fn model(self) -> u32 {
-        match self {
-            Vendor::Intel { model, .. } | Vendor::Amd { model, .. } => model,
-        }
-    }
-}
 
 /// Which RAPL domains exist besides `package` (always present).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

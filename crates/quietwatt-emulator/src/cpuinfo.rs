@@ -1,7 +1,8 @@
 //! `/proc/cpuinfo` of the emulated machine: one block per CPU, bare metal (no
 //! `hypervisor` flag), AMD parts with the `rapl` flag (CPUID 0x80000007 EDX bit 14).
 
-use crate::config::{EmulatorConfig, Vendor};
+use crate::config::EmulatorConfig;
+use crate::vendor::model_name;
 use std::fmt::Write;
 
 const INTEL_FLAGS: &str =
@@ -26,46 +27,6 @@ xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local
 xsaveerptr rdpru wbnoinvd amd_ppin arat npt lbrv svm_lock nrip_save tsc_scale vmcb_clean \
 flushbyasid decodeassists pausefilter pfthreshold v_vmsave_vmload vgif v_spec_ctrl umip pku \
 ospke vaes vpclmulqdq rdpid overflow_recov succor smca";
-
-/// The marketing name of a few well-known parts; a generic name otherwise.
-pub(crate) fn model_name(vendor: Vendor) -> String {
-    let known = match vendor {
-        Vendor::Intel { family: 6, model } => match model {
-            0x9E => Some("Intel(R) Core(TM) i7-7700K CPU @ 4.20GHz"),
-            0x55 => Some("Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz"),
-            0x3F => Some("Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz"),
-            0x4F => Some("Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz"),
-            0x56 => Some("Intel(R) Xeon(R) CPU D-1540 @ 2.00GHz"),
-            0x6A => Some("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz"),
-            0x6C => Some("Intel(R) Xeon(R) D-2796NT CPU @ 2.00GHz"),
-            0x57 => Some("Intel(R) Xeon Phi(TM) CPU 7210 @ 1.30GHz"),
-            0x85 => Some("Intel(R) Xeon Phi(TM) CPU 7295 @ 1.50GHz"),
-            0x8F => Some("Intel(R) Xeon(R) Platinum 8480+"),
-            0xCF => Some("INTEL(R) XEON(R) PLATINUM 8580"),
-            0x8C => Some("11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz"),
-            0x97 => Some("12th Gen Intel(R) Core(TM) i9-12900K"),
-            0x37 => Some("Intel(R) Atom(TM) CPU  E3845  @ 1.91GHz"),
-            _ => None,
-        },
-        Vendor::Amd { family, model } => match (family, model) {
-            (0x17, 0x31) => Some("AMD EPYC 7742 64-Core Processor"),
-            (0x19, 0x01) => Some("AMD EPYC 7763 64-Core Processor"),
-            (0x19, 0x11) => Some("AMD EPYC 9654 96-Core Processor"),
-            (0x19, 0x21) => Some("AMD Ryzen 9 5950X 16-Core Processor"),
-            _ => None,
-        },
-        Vendor::Intel { .. } => None,
-    };
-    match known {
-        Some(name) => name.to_string(),
-        None => format!(
-            "{} Processor (family {:#x}, model {:#x})",
-            if vendor.is_amd() { "AMD" } else { "Intel(R)" },
-            vendor.family(),
-            vendor.model()
-        ),
-    }
-}
 
 /// The whole file.
 pub(crate) fn cpuinfo(config: &EmulatorConfig) -> String {

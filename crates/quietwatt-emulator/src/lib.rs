@@ -45,6 +45,7 @@ pub mod msr;
 mod namespace;
 mod truth;
 mod units;
+mod vendor;
 
 pub use config::{
     DomainWatts, Domains, EmulatorConfig, LoadStep, PowerProfile, Trace, TracePoint, Vendor,

@@ -19,7 +19,7 @@
 //! powercap stores the unit as a whole number of nanojoules (`1e9 >> ESU`, i.e.
 //! 15258 for ESU 16) and reports `raw * unit_nj / 1000` µJ.
 
-use crate::config::Vendor;
+use crate::vendor::Vendor;
 use quietwatt_core::Domain;
 
 /// Models (family 6) whose DRAM counts in 2^-16 J (perf's table).
