@@ -11,9 +11,9 @@
 //!   kernel would for root-owned files of the node's mode (root bypasses them, as
 //!   with CAP_DAC_OVERRIDE; an `eacces` fault refuses even root).
 
-use crate::emulator::{CounterRead, Shared};
 use crate::layout::{Content, Ino, Kind, Node};
 use crate::msr::{self, Register, GARBAGE};
+use crate::shared::{CounterRead, Shared};
 use crate::truth::Mechanism;
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,

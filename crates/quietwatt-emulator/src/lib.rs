@@ -43,6 +43,7 @@ mod fs;
 mod layout;
 pub mod msr;
 mod namespace;
+mod shared;
 mod truth;
 mod units;
 mod vendor;
@@ -50,7 +51,8 @@ mod vendor;
 pub use config::{
     DomainWatts, Domains, EmulatorConfig, LoadStep, PowerProfile, Trace, TracePoint, Vendor,
 };
-pub use emulator::{CounterStep, DomainTruth, Emulator, TruthReport};
+pub use emulator::Emulator;
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultKind, Microjoules};
+pub use shared::{CounterStep, DomainTruth, TruthReport};
 pub use truth::{Mechanism, Served};
