@@ -96,7 +96,9 @@ fn check_step(kind: FaultKind, mech: Served) {
         hi.0
     );
     assert!(
-        (got - hi.0).abs() <= u,
+        // Plus 30 ms of 20 W: a loaded host can serve a read that late after the
+        // timestamp the lost interval is measured with.
+        (got - hi.0).abs() <= u + 20.0 * 0.03,
         "{kind:?} via {name}: {got} ± {u} J does not hold the {} J served",
         hi.0
     );

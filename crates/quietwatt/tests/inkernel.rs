@@ -240,12 +240,6 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
         "{m}: {:?}",
         r.warnings
     );
-    assert_eq!(
-        r.warnings.is_empty(),
-        k.clock_gaps == 0,
-        "{m}: {:?}",
-        r.warnings
-    );
     assert_eq!(r.missed_deadlines, 0, "{m}: {k:?}");
     assert!(k.kernel.taken >= r.samples - 1, "{m}: {k:?}");
     assert!(k.received + k.discarded <= k.kernel.taken + 2, "{m}: {k:?}");
