@@ -143,20 +143,25 @@ pub fn compare_sources(
         .iter()
         .map(|s| vec![0; s.channels().len()])
         .collect();
-    // When each source's read happened (midpoint of the call), per round.
+    // When each source's read call began and ended, per round: a source reads its
+    // channels one after another anywhere inside that span (a FUSE or sysfs read
+    // of several files can take milliseconds on a loaded machine).
     let epoch = Instant::now();
     let mut read_at = [
-        vec![Duration::ZERO; sources.len()],
-        vec![Duration::ZERO; sources.len()],
+        vec![ReadSpan::default(); sources.len()],
+        vec![ReadSpan::default(); sources.len()],
     ];
     for (round, at) in read_at.iter_mut().enumerate() {
         if round == 1 {
             std::thread::sleep(interval);
         }
         for ((s, buf), at) in sources.iter_mut().zip(bufs.iter_mut()).zip(at.iter_mut()) {
-            let before = epoch.elapsed();
+            let start = epoch.elapsed();
             s.read(buf)?;
-            *at = (before + epoch.elapsed()) / 2;
+            *at = ReadSpan {
+                start,
+                end: epoch.elapsed(),
+            };
         }
         for (((s, cs), buf), t) in sources
             .iter()
@@ -165,7 +170,7 @@ pub fn compare_sources(
             .zip(at.iter())
         {
             for ((c, &raw), ch) in cs.iter_mut().zip(buf).zip(s.channels()) {
-                c.update(raw, t.as_nanos() as u64)
+                c.update(raw, t.mid().as_nanos() as u64)
                     .map_err(|e| Error::CorruptCounter {
                         path: ch.origin.clone(),
                         value: e.value,
@@ -214,17 +219,36 @@ pub fn compare_sources(
         .collect())
 }
 
+/// When one source's read call began and ended, from the comparison's epoch.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReadSpan {
+    start: Duration,
+    end: Duration,
+}
+
+impl ReadSpan {
+    fn mid(&self) -> Duration {
+        (self.start + self.end) / 2
+    }
+}
+
 /// The relative error that the timing of the reads allows between the sources
-/// `having` a domain: the spread of their read times at each end plus one RAPL
-/// update period at each end, over the shortest of their windows.
-fn timing_uncertainty(read_at: &[Vec<Duration>; 2], having: &[usize]) -> f64 {
-    let spread = |at: &[Duration]| {
-        let times = having.iter().map(|&i| at[i]);
-        times.clone().max().unwrap_or_default() - times.min().unwrap_or_default()
+/// `having` a domain: at each end, the span from the first of their read calls
+/// beginning to the last ending (any two channels were read within it), plus one
+/// RAPL update period, over the shortest of their windows.
+fn timing_uncertainty(read_at: &[Vec<ReadSpan>; 2], having: &[usize]) -> f64 {
+    let spread = |at: &[ReadSpan]| {
+        let first = having
+            .iter()
+            .map(|&i| at[i].start)
+            .min()
+            .unwrap_or_default();
+        let last = having.iter().map(|&i| at[i].end).max().unwrap_or_default();
+        last.saturating_sub(first)
     };
     let window = having
         .iter()
-        .map(|&i| read_at[1][i].saturating_sub(read_at[0][i]))
+        .map(|&i| read_at[1][i].mid().saturating_sub(read_at[0][i].mid()))
         .min()
         .unwrap_or_default();
     let slack = spread(&read_at[0]) + spread(&read_at[1]) + 2 * RAPL_UPDATE_PERIOD;
@@ -409,10 +433,14 @@ mod tests {
     #[test]
     fn timing_uncertainty_is_read_skew_plus_two_updates_over_the_window() {
         let ms = Duration::from_millis;
+        let at = |t: u64| ReadSpan {
+            start: ms(t),
+            end: ms(t),
+        };
         // Source 0 read at 0 and 1000 ms, source 1 at 2 and 1003 ms, source 2 far away.
-        let read_at = [
-            vec![ms(0), ms(2), ms(500)],
-            vec![ms(1000), ms(1003), ms(900)],
+        let mut read_at = [
+            vec![at(0), at(2), at(500)],
+            vec![at(1000), at(1003), at(900)],
         ];
         // Skews 2 + 3 ms, plus 2 x 1 ms, over the shorter window (1000 ms).
         let u = timing_uncertainty(&read_at, &[0, 1]);
@@ -420,6 +448,14 @@ mod tests {
         // Only the sources having the domain count.
         let u = timing_uncertainty(&read_at, &[0, 2]);
         assert!((u - (0.5 + 0.1 + 0.002) / 0.4).abs() < 1e-12, "{u}");
+        // A read call that takes 5 ms (its files read one by one, the vCPU stalled)
+        // may have read its last channel 5 ms after its first: the bound grows by it.
+        read_at[1][1] = ReadSpan {
+            start: ms(1001),
+            end: ms(1006),
+        };
+        let u = timing_uncertainty(&read_at, &[0, 1]);
+        assert!((u - (0.002 + 0.006 + 0.002) / 1.0).abs() < 1e-12, "{u}");
     }
 
     #[test]
