@@ -40,7 +40,7 @@ impl Environment {
             When::Auto => !probe_all(&root).iter().any(Probe::measures),
         };
         if !need {
-            let served = served_by_emulator(root.dir());
+            let served = quietwatt_emulator::serves(root.dir());
             return Ok(Environment {
                 root,
                 emulator: None,
@@ -115,24 +115,4 @@ impl Environment {
             .map(|&i| config.watts(ids[i].socket.0, ids[i].domain))
             .sum()
     }
-}
-
-/// Whether `root` is the mount point of a quietwatt emulator, from the kernel's
-/// mount table (the emulator mounts with the file-system name `quietwatt-emulator`),
-/// so that a figure read through `--root` from an emulator is labelled as such.
-fn served_by_emulator(root: &Path) -> bool {
-    let Ok(root) = root.canonicalize() else {
-        return false;
-    };
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
-        return false;
-    };
-    mounts.lines().any(|line| {
-        let mut fields = line.split(' ');
-        let (Some(source), Some(target)) = (fields.next(), fields.next()) else {
-            return false;
-        };
-        // The mount table escapes spaces and a few other bytes as octal.
-        source == "quietwatt-emulator" && Path::new(&target.replace("\\040", " ")) == root
-    })
 }

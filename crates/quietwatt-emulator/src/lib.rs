@@ -51,7 +51,7 @@ mod vendor;
 pub use config::{
     DomainWatts, Domains, EmulatorConfig, LoadStep, PowerProfile, Trace, TracePoint, Vendor,
 };
-pub use emulator::Emulator;
+pub use emulator::{serves, Emulator, FS_NAME};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultKind, Microjoules};
 pub use shared::{CounterStep, DomainTruth, TruthReport};
