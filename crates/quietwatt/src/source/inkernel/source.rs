@@ -49,6 +49,8 @@ pub struct KernelSide {
 /// the sampler, by [`KernelSource`]'s drop.
 struct Owned<T>(NonNull<T>);
 
+// Only the BPF object borrows memory this way.
+#[cfg(feature = "bpf")]
 impl<T: Default> Owned<T> {
     fn new() -> Owned<T> {
         Owned(NonNull::from(Box::leak(Box::<T>::default())))
@@ -89,6 +91,7 @@ impl Keep {
 }
 
 /// Gives room for a BPF object that lives as long as the [`KernelSource`] it goes in.
+#[cfg(feature = "bpf")]
 pub(crate) fn storage() -> (Keep, &'static mut super::Storage) {
     let mut o = Owned::<super::Storage>::new();
     // SAFETY: lent once; `Keep` goes into the KernelSource after the sampler, which

@@ -1,0 +1,212 @@
+//! [`quietwatt::Session`] for Python: started from keyword arguments, its reports
+//! as JSON text, its samples as flat lists.
+
+use crate::errors::{bad_argument, to_py, IntoPy};
+use pyo3::prelude::*;
+use quietwatt::{Domain, Hertz, Mechanism, Report, Selection, SessionConfig, SysRoot};
+use std::sync::RwLock;
+
+/// The configuration from the Python arguments (already defaulted on the Python
+/// side: `root` is never empty here).
+pub fn config(
+    py: Python<'_>,
+    root: &str,
+    mechanism: Option<&str>,
+    domains: Option<Vec<String>>,
+    freq: Option<f64>,
+    samples_kept: Option<usize>,
+) -> PyResult<SessionConfig> {
+    let mut c = SessionConfig::default().root(SysRoot::new(root));
+    if let Some(m) = mechanism {
+        let m: Mechanism = m.parse().map_err(|e| bad_argument(py, format!("{e}")))?;
+        c = c.mechanism(m);
+    }
+    if let Some(names) = domains {
+        let d = names
+            .iter()
+            .map(|n| n.parse::<Domain>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad_argument(py, format!("{e}")))?;
+        if d.is_empty() {
+            return Err(bad_argument(
+                py,
+                "domains= is empty: name at least one (package, core, uncore, dram, psys), or leave it out for all",
+            ));
+        }
+        c = c.domains(Selection::only(d));
+    }
+    if let Some(f) = freq {
+        let hz = Hertz::new(f).map_err(|e| bad_argument(py, format!("freq={f}: {e}")))?;
+        c = c.rate(hz);
+    }
+    if let Some(n) = samples_kept {
+        c = c.samples_kept(n);
+    }
+    Ok(c)
+}
+
+/// Samples as Python receives them: `(t_ns, interval_ns, missed, energy_j)`,
+/// `energy_j` row after row with one value per channel.
+pub type Columns = (Vec<u64>, Vec<u64>, Vec<u64>, Vec<f64>);
+
+fn columns(rows: Vec<quietwatt::SampleRow>, channels: usize) -> Columns {
+    let mut c: Columns = (
+        Vec::with_capacity(rows.len()),
+        Vec::with_capacity(rows.len()),
+        Vec::with_capacity(rows.len()),
+        Vec::with_capacity(rows.len() * channels),
+    );
+    for r in rows {
+        c.0.push(r.t_ns);
+        c.1.push(r.interval_ns);
+        c.2.push(r.missed);
+        c.3.extend(r.energy_j.iter().map(|j| j.0));
+    }
+    c
+}
+
+/// A report as the JSON object of `quietwatt run --json`.
+fn json(r: &Report) -> String {
+    // A report is numbers and strings: serializing it cannot fail.
+    serde_json::to_string(r).unwrap_or_default()
+}
+
+/// A measurement in progress (`quietwatt.Monitor` and `quietwatt.measure` wrap it).
+#[pyclass(module = "quietwatt._quietwatt", frozen)]
+pub struct Session {
+    // Snapshots and windows read under the shared lock, concurrently from any
+    // Python thread; `stop` takes the session out under the exclusive one.
+    inner: RwLock<Option<quietwatt::Session>>,
+}
+
+impl Session {
+    fn with<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&quietwatt::Session) -> PyResult<T> + Send,
+    ) -> PyResult<T>
+    where
+        T: Send,
+    {
+        py.detach(|| {
+            let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
+            match guard.as_ref() {
+                Some(s) => f(s),
+                None => Err(Python::attach(|py| {
+                    bad_argument(py, "this measurement is stopped: start a new one")
+                })),
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// Opens the counters and takes the first reading; with `freq`, starts the
+    /// sampler thread (the GIL is released while it samples).
+    #[new]
+    #[pyo3(signature = (root, mechanism=None, domains=None, freq=None, samples_kept=None))]
+    fn new(
+        py: Python<'_>,
+        root: &str,
+        mechanism: Option<&str>,
+        domains: Option<Vec<String>>,
+        freq: Option<f64>,
+        samples_kept: Option<usize>,
+    ) -> PyResult<Session> {
+        let c = config(py, root, mechanism, domains, freq, samples_kept)?;
+        let s = py.detach(|| quietwatt::Session::start(c)).py(py)?;
+        Ok(Session {
+            inner: RwLock::new(Some(s)),
+        })
+    }
+
+    /// The mechanism read (`powercap`, `perf`, `msr`).
+    #[getter]
+    fn mechanism(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with(py, |s| Ok(s.mechanism().name()))
+    }
+
+    /// `(socket, die or None, domain)` of each counter, in the order of the samples.
+    #[getter]
+    fn channels(&self, py: Python<'_>) -> PyResult<Vec<(u32, Option<u32>, &'static str)>> {
+        self.with(py, |s| {
+            Ok(s.channels()
+                .iter()
+                .map(|c| (c.socket.0, c.die, c.domain.name()))
+                .collect())
+        })
+    }
+
+    /// The sampling rate in Hz, or None without a sampler thread.
+    #[getter]
+    fn freq(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        self.with(py, |s| Ok(s.rate().map(|r| r.hz())))
+    }
+
+    /// The energy so far, as JSON, without stopping.
+    fn snapshot(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |s| {
+            s.snapshot()
+                .map(|r| json(&r))
+                .map_err(|e| Python::attach(|py| to_py(py, e)))
+        })
+    }
+
+    /// Opens the named window now.
+    fn begin_window(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let name = name.to_string();
+        self.with(py, move |s| {
+            s.begin_window(&name)
+                .map_err(|e| Python::attach(|py| to_py(py, e)))
+        })
+    }
+
+    /// Closes the named window; its energy as JSON.
+    fn end_window(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        let name = name.to_string();
+        self.with(py, move |s| {
+            s.end_window(&name)
+                .map(|r| json(&r))
+                .map_err(|e| Python::attach(|py| to_py(py, e)))
+        })
+    }
+
+    /// The samples taken since the last drain, handed over and forgotten
+    /// ([`Columns`]).
+    fn drain_samples(&self, py: Python<'_>) -> PyResult<Columns> {
+        self.with(py, |s| Ok(columns(s.drain_samples(), s.channels().len())))
+    }
+
+    /// The sample buffer's bound and what it dropped, as JSON (None without a
+    /// sampler thread).
+    fn sample_stats(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |s| {
+            Ok(s.sample_stats()
+                .map(|st| serde_json::to_string(&st).unwrap_or_default()))
+        })
+    }
+
+    /// Why the sampler thread stopped early, if it did.
+    fn sampling_error(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |s| Ok(s.sampling_error()))
+    }
+
+    /// Whether the session still runs.
+    #[getter]
+    fn running(&self) -> bool {
+        self.inner.read().map(|g| g.is_some()).unwrap_or(false)
+    }
+
+    /// Stops (joining the sampler thread): the final report as JSON, and the
+    /// samples not drained yet ([`Columns`]).
+    fn stop(&self, py: Python<'_>) -> PyResult<(String, Columns)> {
+        let taken = py.detach(|| self.inner.write().unwrap_or_else(|p| p.into_inner()).take());
+        let Some(s) = taken else {
+            return Err(bad_argument(py, "this measurement is already stopped"));
+        };
+        let channels = s.channels().len();
+        let (report, rows) = py.detach(|| s.stop_with_samples()).py(py)?;
+        Ok((json(&report), columns(rows, channels)))
+    }
+}

@@ -1,0 +1,69 @@
+"""quietwatt: the energy of CPUs and DRAM through RAPL, from Python.
+
+::
+
+    import quietwatt as qw
+
+    with qw.measure() as m:            # two reads: the cheapest measurement
+        work()
+    print(m.total_j, "±", m.uncertainty_j, "J")
+
+    @qw.measure_energy                 # every call measured, to a logger or a handler
+    def step(): ...
+
+    with qw.Monitor(freq=1000) as mon: # a 1 kHz timeline, sampled off the GIL
+        mon.begin_window("epoch 1"); train(); w = mon.end_window("epoch 1")
+    df = mon.to_pandas()
+
+    qw.doctor()                        # why RAPL can or cannot be read here
+    qw.read_recording("energy.csv")    # a `quietwatt record` file as a DataFrame
+
+    with qw.Emulator(watts={"package": 20}) as emu:   # a machine with a known truth
+        with qw.measure(root=emu.root) as m: ...
+
+Numbers are corrected for counter wraps, resets and glitches, each counted once
+(no double counting of core inside package, psys beside packages, or AMD's
+per-die counters), and come with their uncertainty. Importing the package starts
+nothing: no thread, no process.
+"""
+
+from ._quietwatt import __version__
+from ._errors import (
+    BadArgument,
+    CounterVanished,
+    EmulatorError,
+    Error,
+    MeasurementError,
+    NoRapl,
+    OutputError,
+    PermissionDenied,
+)
+from ._emulator import Emulator
+from ._env import ROOT_ENV
+from ._info import doctor, domains
+from ._measure import measure, measure_energy
+from ._monitor import Monitor
+from ._recording import read_recording
+from ._results import DomainEnergy, Measurement
+
+__all__ = [
+    "__version__",
+    "measure",
+    "measure_energy",
+    "Monitor",
+    "Measurement",
+    "DomainEnergy",
+    "Emulator",
+    "read_recording",
+    "doctor",
+    "domains",
+    "ROOT_ENV",
+    "Error",
+    "NoRapl",
+    "PermissionDenied",
+    "BadArgument",
+    "MeasurementError",
+    "CounterVanished",
+    "OutputError",
+    "EmulatorError",
+]

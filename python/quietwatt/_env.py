@@ -1,0 +1,80 @@
+"""Where a measurement reads: the real machine, ``root=`` (or ``QUIETWATT_ROOT``),
+or the built-in emulator mounted for the measurement (``emulate=``)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import _quietwatt
+from ._errors import BadArgument
+
+#: The environment variable that names the root when ``root=`` is not given, as
+#: for the command-line tool.
+ROOT_ENV = "QUIETWATT_ROOT"
+
+Emulate = Union[str, bool, None]
+Domains = Union[str, Sequence[str], None]
+
+
+def resolve_root(root: Union[str, "os.PathLike[str]", None]) -> str:
+    """``root``, else ``$QUIETWATT_ROOT`` when set and not empty, else ``/``."""
+    if root is not None:
+        return os.fspath(root)
+    return os.environ.get(ROOT_ENV) or "/"
+
+
+def resolve_domains(domains: Domains) -> Optional[List[str]]:
+    """``"package,dram"`` or ``["package", "dram"]`` as a list; ``None`` for all."""
+    if domains is None:
+        return None
+    if isinstance(domains, str):
+        return [d.strip() for d in domains.split(",") if d.strip()]
+    return [str(d) for d in domains]
+
+
+def _when(emulate: Emulate) -> str:
+    if emulate is None or emulate is False:
+        return "off"
+    if emulate is True:
+        return "on"
+    if isinstance(emulate, str) and emulate.lower() in ("off", "auto", "on"):
+        return emulate.lower()
+    raise BadArgument(
+        f"emulate={emulate!r}: expected 'off' (this machine), 'auto' (the built-in "
+        "emulator when nothing here can measure) or 'on' (always the emulator)"
+    )
+
+
+class Environment:
+    """The root to read and, with ``emulate``, the emulator mounted for it.
+
+    Unmount with :meth:`close` (a measurement does so when it stops).
+    """
+
+    def __init__(self, root: Union[str, "os.PathLike[str]", None], emulate: Emulate):
+        when = _when(emulate)
+        self.root = resolve_root(root)
+        self._emulator: Optional[_quietwatt.Emulator] = None
+        if when == "on" or (when == "auto" and not _quietwatt.can_measure(self.root)):
+            self._emulator = _quietwatt.Emulator()
+            self.root = self._emulator.root
+            why = (
+                "emulate='on'"
+                if when == "on"
+                else "no mechanism can measure on this machine (see quietwatt.doctor())"
+            )
+            warnings.warn(
+                f"quietwatt: EMULATED RAPL: {why}; measuring against the built-in "
+                f"emulator at {self.root}: every figure is the emulator's (a known, "
+                "constant power profile), NOT this machine's",
+                stacklevel=3,
+            )
+        self.emulated = self._emulator is not None or _quietwatt.is_emulator(self.root)
+
+    def close(self) -> None:
+        """Unmounts the emulator this environment mounted, if any."""
+        if self._emulator is not None:
+            self._emulator.unmount()
+            self._emulator = None

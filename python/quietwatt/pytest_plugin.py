@@ -1,0 +1,148 @@
+"""``pytest --energy``: the energy of each test, the hungriest in the summary, a
+JSON report, and a budget that fails the run.
+
+Registered through the package's ``pytest11`` entry point; it only adds options,
+and measures nothing unless ``--energy`` is given. Each test's call phase is
+measured with two counter reads (no thread), so the plugin adds microseconds per
+test. Options:
+
+``--energy``                 measure each test
+``--energy-top N``           tests listed in the summary (default 10)
+``--energy-json FILE``       every test's energy as JSON (``quietwatt.pytest/1``)
+``--energy-budget J``        fail the run when all tests together use more
+``--energy-test-budget J``   fail the run when one test uses more
+``--energy-root DIR``, ``--energy-mechanism M``, ``--energy-domains D``,
+``--energy-emulate off|auto|on``  as ``root=``, ``mechanism=``, ``domains=``, ``emulate=``
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Generator, List, Optional
+
+import pytest
+
+SCHEMA = "quietwatt.pytest/1"
+
+
+def pytest_addoption(parser: Any) -> None:
+    g = parser.getgroup("quietwatt", "energy of each test (quietwatt)")
+    g.addoption("--energy", action="store_true", default=False, help="measure the energy of each test (RAPL)")
+    g.addoption("--energy-top", type=int, default=10, metavar="N", help="tests listed in the summary (default 10)")
+    g.addoption("--energy-json", default=None, metavar="FILE", help="write every test's energy as JSON")
+    g.addoption("--energy-budget", type=float, default=None, metavar="J", help="fail the run when all tests together use more joules")
+    g.addoption("--energy-test-budget", type=float, default=None, metavar="J", help="fail the run when one test uses more joules")
+    g.addoption("--energy-root", default=None, metavar="DIR", help="where RAPL is read (default $QUIETWATT_ROOT or /)")
+    g.addoption("--energy-mechanism", default=None, metavar="M", help="powercap, perf or msr (default: the first that works)")
+    g.addoption("--energy-domains", default=None, metavar="D", help="domains, e.g. package,dram (default all)")
+    g.addoption("--energy-emulate", default="off", choices=["off", "auto", "on"], help="measure against quietwatt's emulator")
+
+
+class EnergyPlugin:
+    """Measures each test's call phase and reports at the end."""
+
+    def __init__(self, config: Any):
+        from . import _quietwatt
+        from ._env import Environment, resolve_domains
+
+        self.config = config
+        self._native = _quietwatt
+        self.env = Environment(config.getoption("energy_root"), config.getoption("energy_emulate"))
+        self.mechanism: Optional[str] = config.getoption("energy_mechanism")
+        self.domains = resolve_domains(config.getoption("energy_domains"))
+        self.results: List[Dict[str, Any]] = []
+        self.failures: List[str] = []
+        # Open once now, so that a machine without RAPL fails the run at once
+        # with the reason, not in every test.
+        probe = _quietwatt.Session(self.env.root, self.mechanism, self.domains)
+        report, _ = probe.stop()
+        self.mechanism = json.loads(report)["mechanism"]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: Any) -> Generator[None, None, None]:
+        session = self._native.Session(self.env.root, self.mechanism, self.domains)
+        try:
+            yield
+        finally:
+            report = json.loads(session.stop()[0])
+            self.results.append(
+                {
+                    "nodeid": item.nodeid,
+                    "energy_j": report.get("total_energy_j"),
+                    "uncertainty_j": report.get("total_uncertainty_j"),
+                    "duration_s": report.get("duration_s"),
+                    "total_rule": report.get("total_rule"),
+                    "domains": [
+                        {k: d[k] for k in ("socket", "domain", "energy_j", "uncertainty_j")}
+                        for d in report.get("domains", [])
+                    ],
+                    "warnings": report.get("warnings", []),
+                }
+            )
+
+    def total(self) -> float:
+        return sum(r["energy_j"] or 0.0 for r in self.results)
+
+    def check_budgets(self) -> None:
+        test_budget = self.config.getoption("energy_test_budget")
+        if test_budget is not None:
+            for r in self.results:
+                if (r["energy_j"] or 0.0) > test_budget:
+                    self.failures.append(
+                        f"{r['nodeid']} used {r['energy_j']:.6f} ± {r['uncertainty_j']:.6f} J, over the per-test budget of {test_budget} J"
+                    )
+        budget = self.config.getoption("energy_budget")
+        if budget is not None and self.total() > budget:
+            self.failures.append(f"the tests used {self.total():.6f} J in all, over the budget of {budget} J")
+
+    def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
+        self.check_budgets()
+        path = self.config.getoption("energy_json")
+        if path:
+            doc = {
+                "schema": SCHEMA,
+                "mechanism": self.mechanism,
+                "emulated": self.env.emulated,
+                "total_energy_j": self.total(),
+                "budget_j": self.config.getoption("energy_budget"),
+                "test_budget_j": self.config.getoption("energy_test_budget"),
+                "over_budget": self.failures,
+                "tests": self.results,
+            }
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=2)
+                f.write("\n")
+        if self.failures and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.env.close()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        top = self.config.getoption("energy_top")
+        emu = ", EMULATED RAPL: not this machine's energy" if self.env.emulated else ""
+        tr.write_sep("=", f"energy of the tests ({self.mechanism}{emu})")
+        ranked = sorted(self.results, key=lambda r: r["energy_j"] or 0.0, reverse=True)
+        if ranked:
+            tr.write_line(f"{'energy (J)':>12} {'± (J)':>10} {'time (s)':>9}  test")
+            for r in ranked[:top]:
+                e, u = r["energy_j"], r["uncertainty_j"]
+                es = f"{e:12.6f}" if e is not None else f"{'n/a':>12}"
+                us = f"{u:10.6f}" if u is not None else f"{'':>10}"
+                tr.write_line(f"{es} {us} {r['duration_s']:9.3f}  {r['nodeid']}")
+            if len(ranked) > top:
+                tr.write_line(f"... and {len(ranked) - top} more (--energy-top N, --energy-json FILE)")
+        rule = ranked[0]["total_rule"] if ranked else ""
+        tr.write_line(f"{len(ranked)} tests, {self.total():.6f} J in all (= {rule}, each test's call phase)")
+        for f in self.failures:
+            tr.write_line(f"ENERGY BUDGET EXCEEDED: {f}", red=True, bold=True)
+
+
+def pytest_configure(config: Any) -> None:
+    if config.getoption("energy", default=False):
+        from ._errors import Error
+
+        try:
+            plugin = EnergyPlugin(config)
+        except Error as e:
+            raise pytest.UsageError(f"--energy: {e}") from None
+        config.pluginmanager.register(plugin, "quietwatt-energy")
