@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run): the system packages the build needs
-# (scripts/setup-deps.sh, a no-op when they are there), then every test.
+# (scripts/setup-deps.sh, a no-op when they are there), every Rust test, then the
+# Python package built into .venv (scripts/setup-python.sh) and its tests (pytest).
 #   ./scripts/test.sh                 # everything
 #   ./scripts/test.sh -p quietwatt    # extra arguments go to `cargo test`
 # Some tests need root (FUSE for the emulator, BPF and system-wide perf events for the
@@ -8,4 +9,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh
-exec cargo test --workspace --locked "$@"
+rust=0
+cargo test --workspace --locked "$@" || rust=$?
+# The Python tests read recordings that the CLI writes: the debug build cargo made.
+cargo build --locked -p quietwatt-cli
+python=0
+./scripts/setup-python.sh >/dev/null &&
+  QUIETWATT_BIN="$PWD/target/debug/quietwatt" .venv/bin/python -m pytest python/tests -p no:cacheprovider || python=$?
+if [ "$rust" -ne 0 ] || [ "$python" -ne 0 ]; then
+  echo "test.sh: FAILED (cargo test: exit $rust; pytest: exit $python)" >&2
+  exit 1
+fi
+echo "test.sh: every Rust and Python test passed" >&2

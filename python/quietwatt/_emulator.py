@@ -40,6 +40,8 @@ class Emulator:
         dram: serve the dram domain (Intel; default True).
         counter_bits: counter width, 8 to 32 (small values wrap quickly).
         update_interval_s: how often the counters move (default about 1 ms).
+        start_offset_s: seconds the machine has been up at the mount, so the
+            counters start where a running machine's would (default 0).
         faults: faults to inject, in ``quietwatt emulate --fault`` syntax
             (``"reset:0/package@300ms"``, ``"freeze:0/dram"``, ...).
         dir: mount here instead of a new temporary directory.
@@ -56,6 +58,7 @@ class Emulator:
         dram: bool = True,
         counter_bits: int = 32,
         update_interval_s: Optional[float] = None,
+        start_offset_s: float = 0.0,
         faults: Sequence[str] = (),
         cpus_per_socket: Optional[int] = None,
         dir: Union[str, "os.PathLike[str]", None] = None,
@@ -75,6 +78,7 @@ class Emulator:
             dram=dram,
             counter_bits=counter_bits,
             update_interval_s=update_interval_s,
+            start_offset_s=start_offset_s,
             faults=list(faults),
             dir=None if dir is None else os.fspath(dir),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _quietwatt
 from ._errors import BadArgument
@@ -32,6 +32,37 @@ def resolve_domains(domains: Domains) -> Optional[List[str]]:
     if isinstance(domains, str):
         return [d.strip() for d in domains.split(",") if d.strip()]
     return [str(d) for d in domains]
+
+
+# The mechanism chosen for a root and domains, so that the next measurement there
+# opens it directly: choosing watches each candidate's counters move (up to 50 ms),
+# which a `with measure()` around a short block should not pay every time.
+_CHOSEN: Dict[Tuple[str, Optional[Tuple[str, ...]]], str] = {}
+
+
+def open_session(
+    root: str,
+    mechanism: Optional[str],
+    domains: Optional[List[str]],
+    freq: Optional[float] = None,
+    samples_kept: Optional[int] = None,
+) -> "_quietwatt.Session":
+    """A native session, with the mechanism chosen before for this root and
+    domains when none is given."""
+    key = (root, None if domains is None else tuple(domains))
+    chosen = mechanism or _CHOSEN.get(key)
+    try:
+        session = _quietwatt.Session(root, chosen, domains, freq, samples_kept)
+    except Exception:
+        if mechanism is None and chosen is not None:
+            # What worked before no longer opens: choose again.
+            _CHOSEN.pop(key, None)
+            session = _quietwatt.Session(root, None, domains, freq, samples_kept)
+        else:
+            raise
+    if mechanism is None:
+        _CHOSEN[key] = session.mechanism
+    return session
 
 
 def _when(emulate: Emulate) -> str:

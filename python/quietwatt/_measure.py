@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any, Callable, Optional, Type, TypeVar, Union, overload
 
 from . import _quietwatt
-from ._env import Domains, Emulate, Environment, resolve_domains
+from ._env import Domains, Emulate, Environment, open_session, resolve_domains
 from ._results import Measurement
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,7 +35,9 @@ class measure:
     nothing runs in between. Counters are corrected for wraps as long as the
     block lasts less than the shortest wrap period (about 60 s for a busy
     package on older Intel parts; `quietwatt list` tells); for longer blocks,
-    use :class:`Monitor`, which samples.
+    use :class:`Monitor`, which samples. With two reads, a counter that restarts
+    from 0 in between (a module reload, a resume from suspend) is seen only when
+    it ends below where it started; :class:`Monitor` sees every restart.
 
     Arguments (the same for every entry point):
         root: where ``/sys``, ``/dev`` and ``/proc`` are looked up (an emulator's
@@ -75,7 +77,7 @@ class measure:
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
-            self._session = _quietwatt.Session(env.root, mechanism, domains)
+            self._session = open_session(env.root, mechanism, domains)
         except BaseException:
             env.close()
             raise

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
 from . import _quietwatt
-from ._env import Domains, Emulate, Environment, resolve_domains
+from ._env import Domains, Emulate, Environment, open_session, resolve_domains
 from ._errors import BadArgument
 from ._results import Measurement
 
@@ -84,7 +84,7 @@ class Monitor:
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
-            self._session = _quietwatt.Session(env.root, mechanism, domains, self.freq, self._keep)
+            self._session = open_session(env.root, mechanism, domains, self.freq, self._keep)
         except BaseException:
             env.close()
             raise

@@ -44,6 +44,7 @@ class Emulator:
         dram: bool = True,
         counter_bits: int = 32,
         update_interval_s: Optional[float] = None,
+        start_offset_s: float = 0.0,
         faults: List[str] = ...,
         dir: Optional[str] = None,
     ) -> None: ...

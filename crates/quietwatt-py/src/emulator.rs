@@ -57,7 +57,7 @@ impl Emulator {
     #[pyo3(signature = (
         vendor="intel", model=None, family=None, sockets=1, cpus_per_socket=None,
         watts=None, psys=false, dram=true, counter_bits=32, update_interval_s=None,
-        faults=Vec::new(), dir=None
+        start_offset_s=0.0, faults=Vec::new(), dir=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,6 +72,7 @@ impl Emulator {
         dram: bool,
         counter_bits: u8,
         update_interval_s: Option<f64>,
+        start_offset_s: f64,
         faults: Vec<String>,
         dir: Option<&str>,
     ) -> PyResult<Emulator> {
@@ -128,6 +129,13 @@ impl Emulator {
             }
             c = c.with_update_interval(Duration::from_secs_f64(s));
         }
+        if !(start_offset_s.is_finite() && start_offset_s >= 0.0) {
+            return Err(bad_argument(
+                py,
+                format!("start_offset_s={start_offset_s}: give seconds of uptime, 0 or more"),
+            ));
+        }
+        c.start_offset = Duration::from_secs_f64(start_offset_s);
         if let Some(spec) = watts {
             c = c.with_power(spec).map_err(|e| emulator_error(py, e))?;
         }

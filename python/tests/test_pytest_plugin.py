@@ -1,0 +1,77 @@
+"""`pytest --energy` on a small suite (pytester), against the emulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SUITE = """
+import time
+
+def busy(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+def test_light():
+    busy(0.01)
+
+def test_heavy():
+    busy(0.15)
+
+def test_fails():
+    busy(0.01)
+    assert False
+"""
+
+
+def args(emu, *more):
+    return ["-p", "no:cacheprovider", "--energy", f"--energy-root={emu.root}", "--energy-mechanism=powercap", *more]
+
+
+def test_each_test_is_measured_ranked_in_the_summary_and_written_as_json(pytester, emu):
+    pytester.makepyfile(SUITE)
+    out = pytester.path / "energy.json"
+    r = pytester.runpytest(*args(emu, f"--energy-json={out}"))
+    r.assert_outcomes(passed=2, failed=1)
+    text = r.stdout.str()
+    assert "energy of the tests (powercap, EMULATED RAPL" in text
+    rows = [line for line in r.stdout.lines if "::test_" in line and line.strip()[0].isdigit()]
+    assert rows and "test_heavy" in rows[0], text
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "quietwatt.pytest/1" and doc["emulated"] is True
+    tests = {t["nodeid"].split("::")[1]: t for t in doc["tests"]}
+    assert set(tests) == {"test_light", "test_heavy", "test_fails"}
+    heavy, light = tests["test_heavy"], tests["test_light"]
+    assert heavy["energy_j"] - heavy["uncertainty_j"] > light["energy_j"] + light["uncertainty_j"]
+    assert doc["total_energy_j"] == pytest.approx(sum(t["energy_j"] for t in doc["tests"]))
+    # Each test's energy is package + dram, and power no more than the emulator's 24 W.
+    for t in doc["tests"]:
+        assert t["total_rule"] == "package + dram"
+        assert t["energy_j"] <= 24 * t["duration_s"] + t["uncertainty_j"], t
+
+
+def test_a_budget_fails_a_run_whose_tests_pass(pytester, emu):
+    pytester.makepyfile(SUITE.replace("    assert False\n", ""))
+    r = pytester.runpytest(*args(emu, "--energy-budget=0.000001"))
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.assert_outcomes(passed=3)
+    r.stdout.fnmatch_lines(["*ENERGY BUDGET EXCEEDED*over the budget of 1e-06 J*"])
+    r = pytester.runpytest(*args(emu, "--energy-test-budget=1000"))
+    assert r.ret == pytest.ExitCode.OK
+
+
+def test_without_the_option_the_plugin_measures_nothing(pytester):
+    pytester.makepyfile(SUITE)
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=2, failed=1)
+    assert "energy of the tests" not in r.stdout.str()
+    assert "--energy" in pytester.runpytest("--help").stdout.str()
+
+
+def test_energy_where_nothing_can_measure_is_a_usage_error_with_the_fix(pytester, tmp_path):
+    pytester.makepyfile(SUITE)
+    r = pytester.runpytest("--energy", f"--energy-root={tmp_path}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "quietwatt.doctor()" in r.stderr.str()
