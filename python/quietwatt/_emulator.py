@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from types import TracebackType
-from typing import Any, Dict, Mapping, Optional, Sequence, Type, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from . import _quietwatt
 from ._errors import BadArgument
@@ -42,6 +42,9 @@ class Emulator:
         update_interval_s: how often the counters move (default about 1 ms).
         start_offset_s: seconds the machine has been up at the mount, so the
             counters start where a running machine's would (default 0).
+        trace: power over time, ``[(time_s, scale), ...]``: from ``time_s``
+            (seconds since the mount, plus ``start_offset_s``) on, every domain
+            draws ``scale`` times its power.
         faults: faults to inject, in ``quietwatt emulate --fault`` syntax
             (``"reset:0/package@300ms"``, ``"freeze:0/dram"``, ...).
         dir: mount here instead of a new temporary directory.
@@ -59,6 +62,7 @@ class Emulator:
         counter_bits: int = 32,
         update_interval_s: Optional[float] = None,
         start_offset_s: float = 0.0,
+        trace: Optional[Sequence[Tuple[float, float]]] = None,
         faults: Sequence[str] = (),
         cpus_per_socket: Optional[int] = None,
         dir: Union[str, "os.PathLike[str]", None] = None,
@@ -79,6 +83,7 @@ class Emulator:
             counter_bits=counter_bits,
             update_interval_s=update_interval_s,
             start_offset_s=start_offset_s,
+            trace=None if trace is None else [(float(t), float(k)) for t, k in trace],
             faults=list(faults),
             dir=None if dir is None else os.fspath(dir),
         )

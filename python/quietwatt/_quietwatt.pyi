@@ -45,6 +45,7 @@ class Emulator:
         counter_bits: int = 32,
         update_interval_s: Optional[float] = None,
         start_offset_s: float = 0.0,
+        trace: Optional[List[Tuple[float, float]]] = None,
         faults: List[str] = ...,
         dir: Optional[str] = None,
     ) -> None: ...

@@ -5,7 +5,7 @@
 use crate::errors::{bad_argument, raise};
 use pyo3::prelude::*;
 use quietwatt::Domain;
-use quietwatt_emulator::{EmulatorConfig, Fault, Mechanism, Vendor};
+use quietwatt_emulator::{EmulatorConfig, Fault, Mechanism, Trace, Vendor};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ impl Emulator {
     #[pyo3(signature = (
         vendor="intel", model=None, family=None, sockets=1, cpus_per_socket=None,
         watts=None, psys=false, dram=true, counter_bits=32, update_interval_s=None,
-        start_offset_s=0.0, faults=Vec::new(), dir=None
+        start_offset_s=0.0, trace=None, faults=Vec::new(), dir=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -73,6 +73,7 @@ impl Emulator {
         counter_bits: u8,
         update_interval_s: Option<f64>,
         start_offset_s: f64,
+        trace: Option<Vec<(f64, f64)>>,
         faults: Vec<String>,
         dir: Option<&str>,
     ) -> PyResult<Emulator> {
@@ -138,6 +139,12 @@ impl Emulator {
         c.start_offset = Duration::from_secs_f64(start_offset_s);
         if let Some(spec) = watts {
             c = c.with_power(spec).map_err(|e| emulator_error(py, e))?;
+        }
+        if let Some(points) = trace {
+            // Validated as the CLI's `--trace` file is (times increasing, scales >= 0).
+            let text: String = points.iter().map(|(t, k)| format!("{t},{k}\n")).collect();
+            c.power.trace =
+                Some(Trace::parse(&text, "trace=").map_err(|e| emulator_error(py, e))?);
         }
         for f in &faults {
             let fault: Fault = f
