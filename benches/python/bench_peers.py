@@ -18,26 +18,35 @@ parent unmounts the emulator at the end.
 
 It measures, interleaving the tools round by round so that they share the noise:
 
-1. the cost of one measured empty block (entry plus exit, construction included
-   where the tool's idiom constructs per block), in microseconds of wall time;
-2. the cost of background sampling: CPU % of one core of the whole process
+1. correctness: what each tool reports for a ``time.sleep(1)`` block, against what
+   the emulator served on each counter between that tool's first and last read of
+   it (the parent, which holds the emulator, answers the child through a pipe);
+2. the cost of one measured empty block (entry plus exit, construction included
+   where the tool's idiom constructs per block), in microseconds of wall time, in
+   two passes: on the emulator, then on a frozen copy of its files on tmpfs bound
+   over the same paths (what a kernel filesystem costs per file operation; the
+   counters do not move there, so quietwatt's auto-pick refuses them), plus the file
+   syscalls per block that ``strace`` counts (when installed);
+3. the cost of background sampling: CPU % of one core of the whole process
    (``time.process_time()``: every thread) over a fixed wall window while the main
-   thread sleeps, for quietwatt's ``Monitor`` at 1 kHz, CodeCarbon's tracker at
-   ``measure_power_secs=0.001`` (it accepts any positive float; there is no minimum in
-   the code) and at its default 15 s, against a baseline with no tool;
-3. what each tool reports for a 1-s sleep, against the 24 W (20 W package + 4 W
-   dram) the emulator serves.
+   thread sleeps, for quietwatt's ``Monitor`` at 1 kHz (all counters; package only),
+   CodeCarbon's tracker at ``measure_power_secs=0.001`` (it accepts any positive
+   float: there is no minimum in the code) and at its default 15 s, against a
+   baseline with no tool. pyJoules has no background sampler.
 
-It prints Markdown tables. Options: ``--rounds N`` (cost rounds, default 15),
-``--cpu-rounds N`` (default 3), ``--window S`` (CPU window, default 3 s).
+It prints Markdown tables. Options: ``--rounds N`` (cost rounds per pass, default
+15), ``--cpu-rounds N`` (default 3), ``--window S`` (CPU window, default 3 s).
+About two minutes on a 2-vCPU VM.
 
-Two things are not like a real machine and are said in the output: every read of an
-emulated file is a FUSE round trip to the emulator's daemon (the parent process, whose
-CPU is not counted here), so the per-read cost differs from sysfs; and the emulator
-serves no ``subsystem`` link in ``/sys/devices/virtual/powercap/intel-rapl`` (the
-kernel does), which CodeCarbon's RAPL backend requires: the child adds that link in its
-own namespace (a tmpfs over ``/sys/devices/virtual/powercap`` with the emulator's
-entries bound back), the same for every tool.
+Not like a real machine, and said in the output: every operation on an emulated file
+is a FUSE round trip to the emulator's daemon (the parent process, whose CPU is not
+counted here), about ten times a sysfs operation (the output measures both); and the
+emulator serves no ``subsystem`` link in ``/sys/devices/virtual/powercap/intel-rapl``
+(the kernel does), which CodeCarbon's RAPL backend requires (``IntelRAPL`` raises
+FileNotFoundError for ``/sys/class/powercap/intel-rapl/subsystem``; ``start()``
+swallows it and the tracker measures nothing; the output says so): the child adds that link in its own namespace (a tmpfs over
+``/sys/devices/virtual/powercap`` with the emulator's entries bound back), the same
+for every tool.
 """
 
 from __future__ import annotations
@@ -249,7 +258,9 @@ def correctness(tools: dict, truth: "Truth", notes: list) -> list:
         try:
             h = setup()
             truth.reset()  # after construction: its reads do not count
+            t0 = time.perf_counter()
             got = measure(h)
+            got["wall"] = time.perf_counter() - t0
             served = truth.served()
             rows.append((name, got, served))
         except Exception as e:
@@ -322,7 +333,7 @@ def correctness(tools: dict, truth: "Truth", notes: list) -> list:
     out = []
     for name, got, served in rows:
         if "package" not in got:
-            out.append(f"| {name} | {got['what']} | | | | | |")
+            out.append(f"| {name} | {got['what']} | | | | | | |")
             continue
         pk, pr = cell(got["package"], served.get("package"))
         if "dram" in got:
@@ -330,7 +341,7 @@ def correctness(tools: dict, truth: "Truth", notes: list) -> list:
         else:
             dk = f"not read; RAM model {got['ram']:.3f} J" if served.get("dram") is None else "?"
             dr = f"({got['ram'] / got['dur']:.2f} W for 4 W)"
-        out.append(f"| {name} | {got['what']} | {pk} | {pr} | {dk} | {dr} | {got['dur']:.3f} |")
+        out.append(f"| {name} | {got['what']} | {pk} | {pr} | {dk} | {dr} | {got['dur']:.3f} | {got['wall']:.3f} |")
     return out
 
 
@@ -411,7 +422,8 @@ def make_peers(tools: dict) -> list:
     return peers
 
 
-def block_costs(tools: dict, rounds: int, notes: list, counts: dict) -> list:
+def block_costs(tools: dict, rounds: int, notes: list, phase: str) -> list:
+    """Runs every peer's block ``rounds`` times, interleaved; returns the peers."""
     peers = make_peers(tools)
     for p in peers:
         try:
@@ -420,7 +432,7 @@ def block_costs(tools: dict, rounds: int, notes: list, counts: dict) -> list:
                 p.once()
         except Exception as e:
             p.error = f"{type(e).__name__}: {e}"
-            notes.append(f"{p.name} failed: {p.error}\n{traceback.format_exc()}")
+            notes.append(f"{phase}: {p.name} failed: {p.error}")
     live = [p for p in peers if p.error is None]
     for r in range(rounds):
         order = live[r % len(live):] + live[: r % len(live)] if live else []
@@ -432,26 +444,76 @@ def block_costs(tools: dict, rounds: int, notes: list, counts: dict) -> list:
                 xs.append((time.perf_counter_ns() - t0) / 1000.0)
             p.samples_us.extend(xs)
             p.round_medians.append(statistics.median(xs))
+    return peers
 
-    ref = live[0] if live and live[0].name.startswith("quietwatt") else None
+
+def cost_cells(p: Peer, ref: "Peer | None") -> str:
+    if p.error is not None:
+        return f"failed: {p.error} | | "
+    med = statistics.median(p.samples_us)
+    ratio = ""
+    if ref is not None and ref.error is None:
+        ratios = [a / b for a, b in zip(p.round_medians, ref.round_medians)]
+        ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+    return f"**{med:.1f}** | {pct(p.samples_us, 10):.1f} - {pct(p.samples_us, 90):.1f} | {ratio}"
+
+
+def cost_table(fuse: list, static: list, counts: dict) -> list:
     out = []
-    for p in peers:
-        if p.error is not None:
-            out.append(f"| {p.name} | failed: {p.error} | | | | | |")
-            continue
-        c = counts.get(p.name)
+    rf, rs = fuse[0], static[0]  # the first quietwatt row is the reference
+    for pf, ps in zip(fuse, static):
+        c = counts.get(pf.name)
         calls = f"{c[0]:.0f} ({c[1]:.0f})" if c else "n/a"
-        med = statistics.median(p.samples_us)
-        if ref is not None:
-            ratios = [a / b for a, b in zip(p.round_medians, ref.round_medians)]
-            ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-        else:
-            ratio = ""
-        out.append(
-            f"| {p.name} | {len(p.samples_us)} | **{med:.1f}** | {pct(p.samples_us, 10):.1f} - {pct(p.samples_us, 90):.1f} "
-            f"| {ratio} | {calls} | {p.note} |"
-        )
+        out.append(f"| {pf.name} | {len(pf.samples_us)} | {cost_cells(pf, rf)} | {cost_cells(ps, rs)} | {calls} | {pf.note} |")
     return out
+
+
+class StaticTree:
+    """For the second pass: a frozen copy of the emulated files on tmpfs, bound over
+    the same standard paths, so that each file operation costs what a kernel
+    filesystem costs instead of a FUSE round trip (the counters do not move)."""
+
+    PATHS = ("sys/devices/system/cpu", "sys/devices/virtual/powercap", "sys/class/powercap", "proc/cpuinfo")
+
+    def __init__(self, emu_root: str):
+        self.emu_root = emu_root
+        self.stage = None
+        self.mounted: list = []
+
+    def __enter__(self):
+        import shutil
+        import tempfile
+
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self.stage = tempfile.mkdtemp(prefix="qwbench-static-", dir=base)
+        try:
+            for rel in self.PATHS:
+                src, dst = os.path.join(self.emu_root, rel), os.path.join(self.stage, rel)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                if os.path.isdir(src):
+                    shutil.copytree(src, dst, symlinks=True)
+                else:
+                    shutil.copyfile(src, dst)
+            os.symlink("../../../../class/powercap",
+                       os.path.join(self.stage, "sys/devices/virtual/powercap/intel-rapl/subsystem"))
+            for rel in self.PATHS:
+                target = "/" + rel
+                subprocess.run(["mount", "--bind", os.path.join(self.stage, rel), target], check=True)
+                self.mounted.append(target)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+
+        for target in reversed(self.mounted):
+            subprocess.run(["umount", target], check=False)
+        self.mounted = []
+        if self.stage:
+            shutil.rmtree(self.stage, ignore_errors=True)
+            self.stage = None
 
 
 EMULATED = ("/sys/class/powercap", "/sys/devices/virtual/powercap", "/proc/cpuinfo", "/dev/cpu/", "/sys/devices/system/cpu")
@@ -657,11 +719,24 @@ def load_tools(notes: list) -> dict:
 def child(args) -> int:
     emu_root = os.environ[CHILD_ENV]
     notes: list = []
+    tools = load_tools(notes)
+    without = ""
+    if "codecarbon" in tools and not os.path.exists("/sys/class/powercap/intel-rapl/subsystem"):
+        try:  # what CodeCarbon does on the emulator as it is
+            t = cc_tracker(tools["codecarbon"][1])
+            t._ensure_hardware_ready()
+            without = f"without it CodeCarbon set up {cc_cpu_mode(t)!r}"
+        except Exception as e:
+            without = f"without it CodeCarbon's setup raises {type(e).__name__}: {e}"
+        from codecarbon.core import hardware_cache
+
+        hardware_cache.clear_cache()
     try:
         sub = add_subsystem_link(emu_root)
     except Exception as e:
         sub = f"could not add it: {e}"
-    tools = load_tools(notes)
+    if without:
+        sub += f" ({without})"
     cc_mode = "?"
     if "codecarbon" in tools:
         try:
@@ -688,7 +763,16 @@ def child(args) -> int:
     corr = correctness(tools, Truth(), notes)
     ops = op_costs()
     counts = syscall_counts(tools, notes)
-    costs = block_costs(tools, args.rounds, notes, counts)
+    fuse = block_costs(tools, args.rounds, notes, "emulator")
+    try:
+        with StaticTree(emu_root):
+            static = block_costs(tools, args.rounds, notes, "static copy")
+    except Exception as e:
+        notes.append(f"the static copy could not be set up: {e}")
+        static = [Peer(p.name, None, 0) for p in fuse]
+        for p in static:
+            p.error = "not run"
+    costs = cost_table(fuse, static, counts)
     cpu = cpu_cost(tools, args.cpu_rounds, args.window, notes)
     took = time.perf_counter() - t_all
     load1 = os.getloadavg()[0]
@@ -705,16 +789,19 @@ def child(args) -> int:
     p("Correctness: joules for a `time.sleep(1)` block against what the emulator served on that counter between "
       "the tool's first and last read of it (reported / served; the emulator draws 20 W package, 4 W dram):")
     p()
-    p("| tool | what it reports | package J: reported / served | ratio | dram J: reported / served | ratio | duration it reports (s) |")
-    p("|---|---|---:|---:|---:|---:|---:|")
+    p("| tool | what it reports | package J: reported / served | ratio | dram J: reported / served | ratio | duration it reports (s) | wall time of the block (s) |")
+    p("|---|---|---:|---:|---:|---:|---:|---:|")
     for line in corr:
         p(line)
     p()
-    p(f"Cost of one measured empty block (entry + exit), µs of wall time; {args.rounds} interleaved rounds; "
-      "ratio: median (min-max) over rounds of the round's median against the first quietwatt row's:")
+    p(f"Cost of one measured empty block (entry + exit), µs of wall time; {args.rounds} interleaved rounds on the "
+      "emulator (FUSE), then as many on a frozen copy of its files on tmpfs bound over the same paths (kernel "
+      "file costs; counters do not move); ratio: median (min-max) over rounds of the round's median against the "
+      "first quietwatt row's; syscalls: strace's %file and %desc calls per block, those on emulated paths in "
+      "parentheses:")
     p()
-    p("| variant | blocks | median (µs) | p10 - p90 (µs) | ratio to quietwatt | file syscalls per block (on emulated files) | |")
-    p("|---|---:|---:|---:|---:|---:|---|")
+    p("| variant | blocks per pass | emulator: median (µs) | p10 - p90 | ratio | frozen tmpfs copy: median (µs) | p10 - p90 | ratio | file syscalls per block | |")
+    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for line in costs:
         p(line)
     p()

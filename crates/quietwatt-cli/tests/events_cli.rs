@@ -524,3 +524,57 @@ fn the_energy_per_fault_on_the_emulator_has_an_interval_that_holds_its_true_0() 
         "the verdict must follow the interval: {line}"
     );
 }
+
+#[test]
+fn trace_reads_a_recording_whose_last_line_was_cut_and_says_it_left_it_out() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.csv");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-m",
+            "powercap",
+            "-f",
+            "50",
+            "--duration",
+            "0.3",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let whole = std::fs::read_to_string(&out).unwrap();
+    let rows = whole
+        .lines()
+        .filter(|l| l.starts_with(char::is_numeric))
+        .count();
+    // SIGKILL mid-write: the last row loses its end (what is left still parses).
+    std::fs::write(&out, &whole[..whole.len() - 5]).unwrap();
+    let trace = dir.path().join("trace.json");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "trace",
+            out.to_str().unwrap(),
+            "-o",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the last line was cut") && stderr(&o).contains("left out"),
+        "{}",
+        stderr(&o)
+    );
+    let t = read_json(&trace);
+    assert!(validate(&t).is_empty());
+    let counters = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["pid"] == PID_ENERGY)
+        .count();
+    assert_eq!(counters, rows - 1, "one counter event per complete row");
+}

@@ -251,6 +251,22 @@ impl Done {
 pub fn write_trace(energy: &Path, events: Option<&Path>, out: &Path) -> Result<(), Failure> {
     let e = EnergyFile::read(energy)?;
     let v = events.map(EventsFile::read).transpose()?;
+    // A recording killed mid-write ends in a cut row: the trace has every complete one.
+    let cut = [
+        (energy, e.cut_last_line.as_ref()),
+        (
+            events.unwrap_or(energy),
+            v.as_ref().and_then(|f| f.cut_last_line.as_ref()),
+        ),
+    ];
+    for (path, line) in cut {
+        if let Some(line) = line {
+            eprintln!(
+                "quietwatt: warning: {}: the last line was cut (the recording ended mid-write); left out: {line:?}",
+                path.display()
+            );
+        }
+    }
     let json = trace::chrome::convert(&e, v.as_ref());
     let problems = trace::chrome::validate(&json);
     if let Some(p) = problems.first() {

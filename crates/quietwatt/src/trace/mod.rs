@@ -59,6 +59,10 @@ pub struct EnergyFile {
     pub meta: Vec<(String, String)>,
     /// Rows in file order.
     pub rows: Vec<EnergyRow>,
+    /// A last line without its newline (a recording killed mid-write, a full
+    /// disk), left out: writers end every row with one, so it is a cut row even
+    /// when what is left of it parses.
+    pub cut_last_line: Option<String>,
 }
 
 /// One events row.
@@ -83,6 +87,8 @@ pub struct EventsFile {
     pub meta: Vec<(String, String)>,
     /// Rows in file order.
     pub rows: Vec<EventRow>,
+    /// A last line without its newline, left out (see [`EnergyFile::cut_last_line`]).
+    pub cut_last_line: Option<String>,
 }
 
 fn read(path: &Path) -> Result<String, TraceError> {
@@ -90,6 +96,18 @@ fn read(path: &Path) -> Result<String, TraceError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The text up to its last newline, and what follows it when that is not empty (a
+/// line cut by a kill or a full disk).
+fn split_cut(text: &str) -> (&str, Option<String>) {
+    match text.rfind('\n') {
+        Some(i) if i + 1 < text.len() => (&text[..=i], Some(text[i + 1..].to_string())),
+        Some(_) => (text, None),
+        // One line, cut: there is no complete row to keep.
+        None if !text.is_empty() => ("", Some(text.to_string())),
+        None => (text, None),
+    }
 }
 
 fn meta_line(l: &str) -> Option<(String, String)> {
@@ -100,13 +118,17 @@ fn meta_line(l: &str) -> Option<(String, String)> {
 impl EnergyFile {
     /// Reads a CSV or JSON Lines energy file (told apart by its first character).
     pub fn read(path: &Path) -> Result<EnergyFile, TraceError> {
-        let text = read(path)?;
+        let whole = read(path)?;
+        let (text, cut_last_line) = split_cut(&whole);
         let bad = |line: usize, why: String| TraceError::Format {
             path: path.to_path_buf(),
             line,
             why,
         };
-        let mut f = EnergyFile::default();
+        let mut f = EnergyFile {
+            cut_last_line,
+            ..EnergyFile::default()
+        };
         if text.trim_start().starts_with('{') {
             for (i, l) in text
                 .lines()
@@ -202,13 +224,17 @@ impl EnergyFile {
 impl EventsFile {
     /// Reads an events CSV.
     pub fn read(path: &Path) -> Result<EventsFile, TraceError> {
-        let text = read(path)?;
+        let whole = read(path)?;
+        let (text, cut_last_line) = split_cut(&whole);
         let bad = |line: usize, why: String| TraceError::Format {
             path: path.to_path_buf(),
             line,
             why,
         };
-        let mut f = EventsFile::default();
+        let mut f = EventsFile {
+            cut_last_line,
+            ..EventsFile::default()
+        };
         let mut header = false;
         for (i, l) in text.lines().enumerate() {
             if l.starts_with('#') {
