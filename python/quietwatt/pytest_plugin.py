@@ -101,6 +101,7 @@ class EnergyPlugin:
         if path:
             doc = {
                 "schema": SCHEMA,
+                "schema_version": 1,
                 "mechanism": self.mechanism,
                 "emulated": self.env.emulated,
                 "total_energy_j": self.total(),

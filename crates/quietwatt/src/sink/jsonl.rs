@@ -74,6 +74,7 @@ pub fn metadata_json(meta: &Metadata, channels: &[Channel]) -> serde_json::Value
     let mut m = serde_json::Map::new();
     // The one versioned JSON shape of quietwatt's outputs (docs/json.md).
     m.insert("schema".into(), "quietwatt.recording/1".into());
+    m.insert("schema_version".into(), 1.into());
     for (k, v) in &meta.fields {
         let t = typed(k, v);
         if t.is_null() && k == "freq_hz" {

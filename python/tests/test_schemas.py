@@ -1,0 +1,97 @@
+"""Every JSON document quietwatt prints or exports validates against its JSON
+Schema in docs/schemas/ (and carries `schema` and `schema_version`): each command
+is run here, against the emulator."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+import quietwatt as qw
+from conftest import REPO
+
+SCHEMAS = REPO / "docs" / "schemas"
+
+
+def validate(kind: str, doc) -> None:
+    schema = json.loads((SCHEMAS / f"{kind}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=str)
+    assert not errors, f"{kind}: " + "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
+    assert doc["schema"] == f"quietwatt.{kind}/1" and doc["schema_version"] == 1
+
+
+def run(cli: str, *args: str, ok=(0,)) -> str:
+    out = subprocess.run([cli, *args], capture_output=True, text=True, timeout=300)
+    assert out.returncode in ok, f"{args}: exit {out.returncode}: {out.stderr}"
+    return out.stdout
+
+
+# (kind, arguments after `--root ROOT`): every command with --json.
+COMMANDS = [
+    ("run", ["run", "--json", "--", "true"]),
+    ("run", ["run", "-m", "msr", "-d", "package", "--json", "--", "sleep", "0.02"]),
+    ("repeat", ["run", "-r", "2", "--warmup", "1", "--json", "--", "true"]),
+    ("bench-energy", ["bench", "energy", "-r", "2", "--json", "true", "sleep 0.01"]),
+    ("record", ["record", "--json", "-o", "/dev/null", "--duration", "0.1"]),
+    ("record", ["record", "--json", "-o", "/dev/null", "--duration", "0.1", "-f", "auto"]),
+    ("check", ["check", "--json", "--interval", "0.1"]),
+    ("doctor", ["doctor", "--json"]),
+    ("list", ["list", "--json"]),
+    ("bench-sampler", ["bench", "sampler", "--json", "--duration", "0.2", "--variants", "reference,timerfd"]),
+    ("bench-latency", ["bench", "latency", "--json", "--iterations", "200", "--bootstrap", "100"]),
+    ("bench-workload", ["bench", "workload", "ep", "--json"]),
+]
+
+
+@pytest.mark.parametrize("kind, args", COMMANDS, ids=[f"{k}:{' '.join(a[:3])}" for k, a in COMMANDS])
+def test_each_json_output_matches_its_schema(cli, emu, kind, args):
+    # check exits 1 when it flags a domain; the document is printed either way.
+    out = run(cli, "--root", emu.root, *args, ok=(0, 1) if kind == "check" else (0,))
+    validate(kind, json.loads(out))
+
+
+def test_outputs_without_rapl_match_their_schemas_too(cli, tmp_path):
+    validate("run", json.loads(run(cli, "--root", str(tmp_path), "run", "--json", "--", "true")))
+    validate("doctor", json.loads(run(cli, "--root", str(tmp_path), "doctor", "--json", ok=(69,))))
+    validate("list", json.loads(run(cli, "--root", str(tmp_path), "list", "--json", ok=(0, 69))))
+
+
+def test_exports_and_the_recording_metadata_match_their_schemas(cli, emu, tmp_path):
+    export = tmp_path / "repeat.json"
+    run(cli, "--root", emu.root, "run", "-r", "2", "--export-json", str(export), "--", "true")
+    validate("repeat", json.loads(export.read_text()))
+    export = tmp_path / "bench.json"
+    run(cli, "--root", emu.root, "bench", "energy", "-r", "2", "--export-json", str(export), "true", "true")
+    validate("bench-energy", json.loads(export.read_text()))
+    rec = tmp_path / "r.jsonl"
+    run(cli, "--root", emu.root, "record", "-o", str(rec), "--duration", "0.1")
+    validate("recording", json.loads(rec.read_text().splitlines()[0])["metadata"])
+
+
+def test_bench_wakeup_and_model_validate_match_their_schemas(cli, emu, tmp_path):
+    out = run(cli, "--root", emu.root, "bench", "wakeup", "--json", "--count", "10", "--interval-ms", "5")
+    validate("bench-wakeup", json.loads(out))
+    # validate draws its plots beside the model file: a copy, in a temporary directory.
+    model = tmp_path / "model.json"
+    shutil.copy(REPO / "docs/models/2026-11-23-pf160.json", model)
+    out = run(cli, "--root", emu.root, "model", "validate", "--model", str(model), "--size", "256", "--reps", "2", "--json")
+    validate("model-validate", json.loads(out))
+
+
+def test_the_pytest_plugin_report_matches_its_schema(pytester, emu):
+    pytester.makepyfile("def test_one():\n    sum(range(1000))\n")
+    out = pytester.path / "energy.json"
+    r = pytester.runpytest("-p", "no:cacheprovider", "--energy", f"--energy-root={emu.root}", f"--energy-json={out}")
+    r.assert_outcomes(passed=1)
+    validate("pytest", json.loads(out.read_text()))
+
+
+def test_every_schema_is_used_by_a_test_here():
+    tested = {k for k, _ in COMMANDS} | {"recording", "bench-wakeup", "model-validate", "pytest"}
+    assert {p.name.split(".")[0] for p in SCHEMAS.glob("*.schema.json")} == tested
