@@ -35,7 +35,7 @@ It measures, interleaving the tools round by round so that they share the noise:
    baseline with no tool. pyJoules has no background sampler.
 
 It prints Markdown tables. Options: ``--rounds N`` (cost rounds per pass, default
-15), ``--cpu-rounds N`` (default 3), ``--window S`` (CPU window, default 3 s).
+75: short rounds, so that the tools share the noise), ``--cpu-rounds N`` (default 4), ``--window S`` (CPU window, default 3 s).
 About two minutes on a 2-vCPU VM.
 
 Not like a real machine, and said in the output: every operation on an emulated file
@@ -312,13 +312,17 @@ def correctness(tools: dict, truth: "Truth", notes: list) -> list:
             return f
 
         def c(t):
+            t0 = time.perf_counter()
             t.start()
+            t1 = time.perf_counter()
             time.sleep(1.0)
+            t2 = time.perf_counter()
             t.stop()
+            t3 = time.perf_counter()
             d = t.final_emissions_data
             # cpu_energy: the RAPL package counter (dram is a package subzone here, which
             # CodeCarbon skips); ram_energy: its RAM power model, not a counter.
-            return {"what": "`cpu_energy` (RAPL), `ram_energy` (model) (kWh)",
+            return {"what": f"`cpu_energy` (RAPL), `ram_energy` (model) (kWh); start() {t1 - t0:.3f} s, stop() {t3 - t2:.3f} s",
                     "package": d.cpu_energy * 3.6e6, "ram": d.ram_energy * 3.6e6, "dur": d.duration}
         run("CodeCarbon tracker, `measure_power_secs=15`", cs(15.0), c)
         run("CodeCarbon tracker, `measure_power_secs=0.001`", cs(0.001), c)
@@ -361,10 +365,10 @@ def make_peers(tools: dict) -> list:
             with qw.measure(mechanism="powercap", domains="package,dram"):
                 pass
 
-        peers.append(Peer('quietwatt `with qw.measure(mechanism="powercap")`', lambda: q_powercap, 30,
+        peers.append(Peer('quietwatt `with qw.measure(mechanism="powercap")`', lambda: q_powercap, 6,
                           "4 counters (package, core, uncore, dram)"))
-        peers.append(Peer("quietwatt `with qw.measure()` (auto)", lambda: q_auto, 30, "auto-picks"))
-        peers.append(Peer('quietwatt `measure(mechanism="powercap", domains="package,dram")`', lambda: q_two, 30,
+        peers.append(Peer("quietwatt `with qw.measure()` (auto)", lambda: q_auto, 6, "auto-picks"))
+        peers.append(Peer('quietwatt `measure(mechanism="powercap", domains="package,dram")`', lambda: q_two, 6,
                           "2 counters, as pyJoules below"))
     pj = tools.get("pyjoules")
     if pj is not None:
@@ -391,9 +395,9 @@ def make_peers(tools: dict) -> list:
                 h.traces.clear()
             return once
 
-        peers.append(Peer("pyJoules `with EnergyContext(domains=[package, dram])`", make_ctx, 30,
+        peers.append(Peer("pyJoules `with EnergyContext(domains=[package, dram])`", make_ctx, 6,
                           "constructs its devices per block"))
-        peers.append(Peer("pyJoules `@measure_energy` empty function", make_deco, 100,
+        peers.append(Peer("pyJoules `@measure_energy` empty function", make_deco, 20,
                           "devices made once, at decoration"))
     cc = tools.get("codecarbon")
     if cc is not None:
@@ -416,9 +420,9 @@ def make_peers(tools: dict) -> list:
                 state["t"]._tasks.clear()  # else they pile up (it keeps every task)
             return once
 
-        peers.append(Peer("CodeCarbon `OfflineEmissionsTracker(...)`, `.start()`, `.stop()`", make_full, 3,
+        peers.append(Peer("CodeCarbon `OfflineEmissionsTracker(...)`, `.start()`, `.stop()`", make_full, 1,
                           "constructs per block (hardware plan cached after the first)"))
-        peers.append(Peer("CodeCarbon `start_task()` / `stop_task()`", make_task, 20, "one tracker, never `start()`ed"))
+        peers.append(Peer("CodeCarbon `start_task()` / `stop_task()`", make_task, 4, "one tracker, never `start()`ed"))
     return peers
 
 
@@ -428,7 +432,7 @@ def block_costs(tools: dict, rounds: int, notes: list, phase: str) -> list:
     for p in peers:
         try:
             p.once = p.make()
-            for _ in range(3 if p.iters < 10 else 20):  # warm-up (caches, imports)
+            for _ in range(3 if p.iters < 4 else 20):  # warm-up (caches, imports)
                 p.once()
         except Exception as e:
             p.error = f"{type(e).__name__}: {e}"
@@ -528,7 +532,7 @@ def one(args) -> int:
     for _ in range(3):
         once()
     fd = os.open("/dev/null", os.O_WRONLY)
-    n = 2 if p.iters < 10 else STRACE_BLOCKS
+    n = 2 if p.iters < 4 else STRACE_BLOCKS
     os.write(fd, b"QWMARK0 %d" % n)
     for _ in range(n):
         once()
@@ -779,7 +783,7 @@ def child(args) -> int:
 
     p = print
     p(f"Started {started}; {took:.0f} s; 1-min load average {load0:.2f} before, {load1:.2f} after; "
-      f"{os.cpu_count()} CPUs; Linux {platform.release()}; Python {platform.python_version()}.")
+      f"{len(os.sched_getaffinity(0))} CPUs (sched_getaffinity: the emulator serves 4 in /sys); Linux {platform.release()}; Python {platform.python_version()}.")
     p(f"Versions: quietwatt {version('quietwatt')}, pyJoules {version('pyJoules')}, "
       f"CodeCarbon {version('codecarbon')} (CPU backend: {cc_mode}).")
     p("Per-operation cost here: " + ops + ".")
@@ -823,8 +827,8 @@ def child(args) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--cpu-rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=75)
+    ap.add_argument("--cpu-rounds", type=int, default=4)
     ap.add_argument("--window", type=float, default=3.0)
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args, _ = ap.parse_known_args()

@@ -193,7 +193,12 @@ pub fn workload(args: WorkloadArgs) -> Result<ExitCode, Failure> {
 pub struct OverheadArgs {
     /// Directory of the results: `results.csv` (appended to, so that a rerun
     /// resumes) and `report.md`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        visible_alias = "out",
+        value_name = "DIR"
+    )]
     out: std::path::PathBuf,
     /// Built-in workloads, `KIND[:SIZE]`, comma-separated (ep, cg, idle; sizes as
     /// in `bench workload`).

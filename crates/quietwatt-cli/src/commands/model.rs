@@ -24,22 +24,22 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Page faults: NPF, ODPA and COW swept over pages per execution.
-    Pagefault(SweepArgs),
+    Pagefault(PagefaultArgs),
     /// Context switches: a pipe ping-pong on one CPU against a no-switch baseline.
-    Ctxswitch(SweepArgs),
+    Ctxswitch(CtxswitchArgs),
     /// Wake-ups of an idle CPU (the caller/callee experiment of `bench wakeup`).
-    Wakeup(SweepArgs),
+    Wakeup(WakeupArgs),
     /// The three families, one after the other, into one file.
-    All(SweepArgs),
+    All(AllArgs),
     /// Checks a model on a built-in application it was not fitted on (a box blur over
     /// an image) run with pre-touched, fresh and forked-copy output buffers:
     /// predicted against measured cost, error |E - M| / M.
     Validate(ValidateArgs),
 }
 
-/// Options of a sweep.
+/// Options every family's sweep takes.
 #[derive(clap::Args)]
-struct SweepArgs {
+struct CommonArgs {
     /// The model file, rewritten after every run (Ctrl-C keeps what is done).
     #[arg(short, long, default_value = "quietwatt-model.json")]
     output: PathBuf,
@@ -58,9 +58,52 @@ struct SweepArgs {
     /// Shortest run when the batch is chosen automatically, in milliseconds.
     #[arg(long, default_value_t = 50)]
     min_run_ms: u64,
+    /// Seed of the shuffles.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+}
+
+/// Options of `model pagefault`.
+#[derive(clap::Args)]
+struct PagefaultArgs {
+    #[command(flatten)]
+    common: CommonArgs,
     /// Most memory the page-fault buffers of one run may take, in MiB (a fault
     /// costs more when a run touches much more memory than the programs it will
     /// price: see docs/energy-models.md).
+    #[arg(long, default_value_t = 256)]
+    max_mib: u64,
+}
+
+/// Options of `model ctxswitch`.
+#[derive(clap::Args)]
+struct CtxswitchArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// CPU of the context-switch ping-pong (both threads).
+    #[arg(long, default_value_t = 0)]
+    cpu: u32,
+}
+
+/// Options of `model wakeup`.
+#[derive(clap::Args)]
+struct WakeupArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// CPU of the caller (the waker).
+    #[arg(long, default_value_t = 0)]
+    cpu: u32,
+    /// CPU of the woken thread.
+    #[arg(long, default_value_t = 1)]
+    callee_cpu: u32,
+}
+
+/// Options of `model all`: every family's.
+#[derive(clap::Args)]
+struct AllArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Most memory the page-fault buffers of one run may take, in MiB.
     #[arg(long, default_value_t = 256)]
     max_mib: u64,
     /// CPU of the context-switch ping-pong (both threads) and of the wake-up caller.
@@ -69,16 +112,43 @@ struct SweepArgs {
     /// CPU of the woken thread in the wake-up family.
     #[arg(long, default_value_t = 1)]
     callee_cpu: u32,
-    /// Seed of the shuffles.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
+}
+
+/// Everything a sweep needs: a family's options, the others at their defaults.
+struct SweepArgs {
+    output: PathBuf,
+    rounds: u32,
+    counts: Vec<u64>,
+    batch: Option<u32>,
+    min_run_ms: u64,
+    max_mib: u64,
+    cpu: u32,
+    callee_cpu: u32,
     seed: u64,
+}
+
+impl SweepArgs {
+    fn new(c: CommonArgs, max_mib: u64, cpu: u32, callee_cpu: u32) -> SweepArgs {
+        SweepArgs {
+            output: c.output,
+            rounds: c.rounds,
+            counts: c.counts,
+            batch: c.batch,
+            min_run_ms: c.min_run_ms,
+            max_mib,
+            cpu,
+            callee_cpu,
+            seed: c.seed,
+        }
+    }
 }
 
 /// Options of `model validate`.
 #[derive(clap::Args)]
 struct ValidateArgs {
-    /// The model file (from `quietwatt model pagefault` or `all`).
-    #[arg(short, long)]
+    /// The model file (from `quietwatt model pagefault` or `all`). Long form only:
+    /// `-m` is `--mechanism` everywhere.
+    #[arg(long)]
     model: PathBuf,
     /// Image side in pixels (one byte per pixel).
     #[arg(long, default_value_t = 2048)]
@@ -94,10 +164,26 @@ struct ValidateArgs {
 /// Runs the chosen subcommand.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     match args.what {
-        What::Pagefault(a) => sweep(env, &[Family::Pagefault], a),
-        What::Ctxswitch(a) => sweep(env, &[Family::Ctxswitch], a),
-        What::Wakeup(a) => sweep(env, &[Family::Wakeup], a),
-        What::All(a) => sweep(env, &Family::ALL, a),
+        What::Pagefault(a) => sweep(
+            env,
+            &[Family::Pagefault],
+            SweepArgs::new(a.common, a.max_mib, 0, 1),
+        ),
+        What::Ctxswitch(a) => sweep(
+            env,
+            &[Family::Ctxswitch],
+            SweepArgs::new(a.common, 256, a.cpu, 1),
+        ),
+        What::Wakeup(a) => sweep(
+            env,
+            &[Family::Wakeup],
+            SweepArgs::new(a.common, 256, a.cpu, a.callee_cpu),
+        ),
+        What::All(a) => sweep(
+            env,
+            &Family::ALL,
+            SweepArgs::new(a.common, a.max_mib, a.cpu, a.callee_cpu),
+        ),
         What::Validate(a) => validate_cmd(env, a),
     }
 }
