@@ -528,11 +528,25 @@ fn help_texts_name_no_internals_and_the_global_options_once() {
         &["bench", "wakeup"],
         &["model"],
         &["model", "pagefault"],
+        &["model", "validate"],
         &["trace"],
         &["emulate"],
     ];
     for args in subcommands {
         let text = help(args);
+        // One meaning per short flag.
+        if let Some(i) = text.find("-m, --") {
+            assert!(
+                text[i..].starts_with("-m, --mechanism"),
+                "{args:?}: -m is not --mechanism:\n{text}"
+            );
+        }
+        if let Some(i) = text.find("-o, --") {
+            assert!(
+                text[i..].starts_with("-o, --output"),
+                "{args:?}: -o is not --output:\n{text}"
+            );
+        }
         for leak in [
             "paper 00",
             "Paper 00",
@@ -557,6 +571,12 @@ fn help_texts_name_no_internals_and_the_global_options_once() {
     for leak in ["paper 00", "quietwatt::"] {
         assert!(!top.contains(leak), "{top}");
     }
+    // Each model family lists its own options only.
+    let pf = help(&["model", "pagefault"]);
+    assert!(pf.contains("--max-mib") && !pf.contains("--callee-cpu"), "{pf}");
+    let cs = help(&["model", "ctxswitch"]);
+    assert!(cs.contains("--cpu") && !cs.contains("--max-mib"), "{cs}");
+    assert!(help(&["bench", "overhead"]).contains("-o, --output <DIR>"));
     // Still accepted after the command's name.
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
