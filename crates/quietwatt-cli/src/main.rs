@@ -65,6 +65,11 @@ enum Command {
     Record(commands::record::Args),
     /// Read every working mechanism over the same interval and flag domains where they disagree.
     Check(commands::check::Args),
+    /// Compare commands by their energy, as hyperfine compares their time: runs
+    /// interleaved in shuffled order, mean ± CI per command, the ratio to the
+    /// reference with its interval, Welch's and Wilcoxon's tests, the Hodges-Lehmann
+    /// shift; `--fail-if-more-than PCT` for CI (exit 3).
+    Compare(commands::energy_bench::Args),
     /// Benchmarks and the overhead lab: sampler, latency, workload, overhead, wakeup.
     Bench(commands::bench::Args),
     /// Energy models of OS events (page faults, context switches, wake-ups): costs
@@ -98,6 +103,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
     if let Command::Bench(a) = &cli.command {
         a.check()?;
     }
+    if let Command::Compare(a) = &cli.command {
+        a.check()?;
+    }
     let env = emulated::Environment::prepare(&cli.root, cli.emulate)?;
     match cli.command {
         Command::List(a) => commands::list::run(&env, a),
@@ -105,6 +113,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Run(a) => commands::run::run(&env, a),
         Command::Record(a) => commands::record::run(&env, a),
         Command::Check(a) => commands::check::run(&env, a),
+        Command::Compare(a) => commands::energy_bench::run(&env, a),
         Command::Bench(a) => commands::bench::run(&env, a),
         Command::Trace(a) => commands::trace::run(a),
         Command::Model(a) => commands::model::run(&env, a),

@@ -573,7 +573,10 @@ fn help_texts_name_no_internals_and_the_global_options_once() {
     }
     // Each model family lists its own options only.
     let pf = help(&["model", "pagefault"]);
-    assert!(pf.contains("--max-mib") && !pf.contains("--callee-cpu"), "{pf}");
+    assert!(
+        pf.contains("--max-mib") && !pf.contains("--callee-cpu"),
+        "{pf}"
+    );
     let cs = help(&["model", "ctxswitch"]);
     assert!(cs.contains("--cpu") && !cs.contains("--max-mib"), "{cs}");
     assert!(help(&["bench", "overhead"]).contains("-o, --output <DIR>"));

@@ -337,3 +337,170 @@ fn every_json_output_carries_the_schema_and_typed_fields() {
     assert_eq!(meta["emulated"], true, "{meta}");
     assert!(meta["freq_hz"].is_number(), "{meta}");
 }
+
+#[test]
+fn compare_shuffles_each_round_prepares_each_run_and_compares_with_the_reference() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("order");
+    let prep = dir.path().join("prepared");
+    let csv = dir.path().join("runs.csv");
+    let md = dir.path().join("table.md");
+    let a = format!("echo a >> {}; sleep 0.02", log.display());
+    let b = format!("echo b >> {}; sleep 0.06", log.display());
+    let o = quietwatt(
+        m.root(),
+        &[
+            "compare",
+            "-m",
+            "powercap",
+            "-r",
+            "8",
+            "--warmup",
+            "1",
+            "--reference",
+            "2",
+            "--prepare",
+            &format!("echo p >> {}", prep.display()),
+            "--export-csv",
+            csv.to_str().unwrap(),
+            "--export-markdown",
+            md.to_str().unwrap(),
+            "--json",
+            &a,
+            &b,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["reference"], 1, "{v}");
+    // Each measured round runs both, in a shuffled order: not always a first.
+    let order = std::fs::read_to_string(&log).unwrap().replace('\n', "");
+    assert_eq!(order.len(), 2 * (1 + 8), "{order}");
+    let rounds: Vec<&str> = (1..9).map(|r| &order[2 * r..2 * r + 2]).collect();
+    assert!(
+        rounds.iter().all(|r| *r == "ab" || *r == "ba"),
+        "{rounds:?}"
+    );
+    assert!(
+        rounds.contains(&"ba") && rounds.contains(&"ab"),
+        "{rounds:?}"
+    );
+    // --prepare before every run, warm-ups included.
+    let prepared = std::fs::read_to_string(&prep).unwrap().lines().count();
+    assert_eq!(prepared, 2 * (1 + 8));
+    // The first command against the reference (the second): about a third of its
+    // energy, with the Hodges-Lehmann shift negative and inside its interval.
+    let c = &v["comparisons"][0];
+    assert_eq!(
+        (c["command"].as_u64(), c["reference"].as_u64()),
+        (Some(0), Some(1)),
+        "{c}"
+    );
+    assert_eq!(c["verdict"], "less", "{c}");
+    let h = &c["rank_test"]["shift"];
+    let (est, lo, hi) = (
+        h["estimate"].as_f64().unwrap(),
+        h["lower"].as_f64().unwrap(),
+        h["upper"].as_f64().unwrap(),
+    );
+    assert!(lo <= est && est <= hi && hi < 0.0, "{h}");
+    // The CSV holds every run, with the JSON's figures.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 16);
+    assert!(text
+        .lines()
+        .next()
+        .unwrap()
+        .starts_with("command,run,exit_code,duration_s,total_energy_j"));
+    let first = v["commands"][0]["per_run"][0]["total_energy_j"]
+        .as_f64()
+        .unwrap();
+    let in_csv: f64 = rows
+        .iter()
+        .find(|r| r[1] == "1" && r[0].contains("echo a"))
+        .map(|r| r[4].parse().unwrap())
+        .unwrap();
+    assert!((in_csv - first).abs() < 1e-8, "{in_csv} vs {first}");
+    // The Markdown table: one row per command, the reference marked.
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert_eq!(
+        table.lines().filter(|l| l.starts_with("| `")).count(),
+        2,
+        "{table}"
+    );
+    assert!(
+        table.lines().nth(3).unwrap().contains("1.00 (reference)"),
+        "{table}"
+    );
+}
+
+#[test]
+fn compare_refuses_a_reference_that_is_not_one_of_the_commands_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = quietwatt(
+        dir.path(),
+        &["compare", "--reference", "3", "true", "false"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--reference"), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("EMULATED"),
+        "refused before anything was mounted"
+    );
+}
+
+#[test]
+fn run_repeat_prepares_each_run_and_exports_csv_and_markdown() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let prep = dir.path().join("prepared");
+    let csv = dir.path().join("runs.csv");
+    let md = dir.path().join("table.md");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "run",
+            "-r",
+            "3",
+            "--warmup",
+            "1",
+            "--prepare",
+            &format!("echo p >> {}", prep.display()),
+            "--export-csv",
+            csv.to_str().unwrap(),
+            "--export-markdown",
+            md.to_str().unwrap(),
+            "--json",
+            "--",
+            "sleep",
+            "0.02",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(std::fs::read_to_string(&prep).unwrap().lines().count(), 4);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let totals: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap().parse().unwrap())
+        .collect();
+    let json_totals: Vec<f64> = v["per_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["total_energy_j"].as_f64().unwrap())
+        .collect();
+    assert_eq!(totals.len(), 3);
+    for (a, b) in totals.iter().zip(&json_totals) {
+        assert!((a - b).abs() < 1e-8, "{totals:?} vs {json_totals:?}");
+    }
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(table.contains("| `sleep 0.02` |"), "{table}");
+}

@@ -217,10 +217,13 @@ pub struct RankTest {
     pub u: f64,
     /// Two-sided p-value.
     pub p_value: f64,
+    /// The Hodges-Lehmann shift of `b` over `a` (the median of the differences
+    /// `b_i - a_j`, in the values' unit) with its distribution-free 95 % interval.
+    pub shift: Option<stats::Shift>,
 }
 
-/// The rank test of `b` against `a`; `None` with fewer than
-/// [`stats::MIN_SAMPLES`] runs in either (it could never be significant).
+/// The rank test of `b` against `a`, with the Hodges-Lehmann shift; `None` with
+/// fewer than [`stats::MIN_SAMPLES`] runs in either (it could never be significant).
 pub fn rank_test(a: &[f64], b: &[f64]) -> Option<RankTest> {
     stats::mann_whitney_u(b, a, Alternative::TwoSided, Method::Auto)
         .ok()
@@ -228,6 +231,7 @@ pub fn rank_test(a: &[f64], b: &[f64]) -> Option<RankTest> {
             test: "Wilcoxon rank-sum (Mann-Whitney U, two-sided)",
             u: u.u,
             p_value: u.p_value,
+            shift: stats::hodges_lehmann(b, a, 0.95, Method::Auto).ok(),
         })
 }
 

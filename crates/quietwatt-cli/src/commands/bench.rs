@@ -40,9 +40,7 @@ pub enum Bench {
     /// A caller/callee experiment: wake-up latency per idle
     /// state reached, two pinned threads, a futex signal at a fixed interval.
     Wakeup(super::events::WakeupArgs),
-    /// Commands compared by their energy, as hyperfine compares their time:
-    /// interleaved runs, mean ± CI per command, the ratio to the first with its
-    /// interval, Welch's t test; `--fail-if-more-than PCT` for CI.
+    /// The same as `quietwatt compare`: commands compared by their energy.
     Energy(super::energy_bench::Args),
 }
 

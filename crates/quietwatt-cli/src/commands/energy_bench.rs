@@ -1,17 +1,19 @@
-//! `quietwatt bench energy 'CMD1' 'CMD2' ...`: commands compared by their energy,
-//! as hyperfine compares their time. The runs are interleaved (CMD1, CMD2, CMD1,
-//! CMD2, ...) so that a drift of the machine (temperature, frequency, other load)
-//! falls on every command alike; each command's energy and time are summarised
-//! with their intervals, and each command after the first is compared with the
-//! first: the ratio of energies with its interval, Welch's t test, the lab's rank
-//! test, and a verdict. `--fail-if-more-than PCT` turns the verdict into an exit
-//! code for CI.
+//! `quietwatt compare 'CMD1' 'CMD2' ...` (also `bench energy`): commands compared
+//! by their energy, as hyperfine compares their time. The runs are interleaved,
+//! each round running every command once in a shuffled order (seeded), so that a
+//! drift of the machine (temperature, frequency, other load) and the position in a
+//! round fall on every command alike; each command's energy and time are
+//! summarised with their intervals, and each command is compared with the
+//! reference (the first, or `--reference`): the ratio of energies with its
+//! interval, Welch's t test, the lab's rank test with the Hodges-Lehmann shift, and
+//! a verdict. `--fail-if-more-than PCT` turns the verdict into an exit code for CI.
 
 use super::repeat::{export_json, failed_run, interrupted, stopped, RunResult, Runner, Summaries};
 use super::SamplerArgs;
 use crate::emulated::Environment;
 use crate::exit::Failure;
 use quietwatt::repeat::{self, Verdict};
+use quietwatt::rng::XorShift;
 use quietwatt::{FreqArg, Mechanism};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -62,6 +64,24 @@ pub struct Args {
     /// Also write the results (the `--json` object) to FILE.
     #[arg(long, value_name = "FILE")]
     export_json: Option<PathBuf>,
+    /// Also write one row per run (command, run, exit code, time, energies) to FILE.
+    #[arg(long, value_name = "FILE")]
+    export_csv: Option<PathBuf>,
+    /// Also write the summary as a Markdown table (hyperfine's, by energy) to FILE.
+    #[arg(long, value_name = "FILE")]
+    export_markdown: Option<PathBuf>,
+    /// The command the others are compared with: its position (1 = the first) or
+    /// its exact string [default: the first].
+    #[arg(long, value_name = "CMD|N")]
+    reference: Option<String>,
+    /// Run this shell command before each run of every command, unmeasured (clear a
+    /// cache, reset a file), as hyperfine's --prepare.
+    #[arg(long, value_name = "CMD")]
+    prepare: Option<String>,
+    /// Seed of the order of the commands in each round (shuffled so that no command
+    /// always runs first).
+    #[arg(long, default_value_t = 0x5eed_0c0d, value_name = "N")]
+    seed: u64,
     /// The commands, each one shell string: 'sleep 0.1' 'sleep 0.3'.
     #[arg(required = true, value_name = "CMD")]
     commands: Vec<String>,
@@ -72,10 +92,11 @@ impl Args {
     pub fn check(&self) -> Result<(), Failure> {
         if self.commands.len() < 2 {
             return Err(Failure::usage(
-                "bench energy compares commands: give two or more, each as one shell string, \
-                 e.g. quietwatt bench energy 'sleep 0.1' 'sleep 0.3' (for one command: quietwatt run -r N -- CMD)",
+                "compare compares commands: give two or more, each as one shell string, \
+                 e.g. quietwatt compare 'sleep 0.1' 'sleep 0.3' (for one command: quietwatt run -r N -- CMD)",
             ));
         }
+        self.reference()?;
         if let Some(p) = self.fail_if_more_than {
             if !(p.is_finite() && p >= 0.0) {
                 return Err(Failure::usage(format!(
@@ -84,6 +105,28 @@ impl Args {
             }
         }
         Ok(())
+    }
+
+    /// The reference's index: `--reference N` (1-based) or its exact string.
+    fn reference(&self) -> Result<usize, Failure> {
+        let Some(r) = &self.reference else {
+            return Ok(0);
+        };
+        if let Some(i) = self.commands.iter().position(|c| c == r) {
+            return Ok(i);
+        }
+        match r.trim().parse::<usize>() {
+            Ok(n) if (1..=self.commands.len()).contains(&n) => Ok(n - 1),
+            _ => Err(Failure::usage(format!(
+                "--reference {r:?}: give a command's position (1 to {}) or its exact string",
+                self.commands.len()
+            ))),
+        }
+    }
+
+    /// Runs `--prepare`, if given; its failure stops the series.
+    fn prepare(&self) -> Result<(), Failure> {
+        super::repeat::prepare(&self.shell, self.prepare.as_deref())
     }
 
     fn command(&self, i: usize) -> Command {
@@ -109,8 +152,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     )?;
     crate::signals::install();
     let k = args.commands.len();
+    let reference = args.reference()?;
     for round in 0..args.warmup {
         for i in 0..k {
+            args.prepare()?;
             let status = quietwatt::command::spawn_and_wait(
                 &mut args.command(i),
                 &mut crate::signals::forward_to_command,
@@ -131,24 +176,27 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
     }
     let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); k];
+    let mut rng = XorShift::new(args.seed);
+    let mut order: Vec<usize> = (0..k).collect();
+    let bar = super::exports::progress(u64::from(args.runs) * k as u64, args.json);
     for round in 0..args.runs {
-        for (i, per) in runs.iter_mut().enumerate() {
+        // Fisher-Yates: a fresh order each round.
+        for j in (1..k).rev() {
+            order.swap(j, rng.below(j + 1));
+        }
+        for &i in &order {
+            args.prepare()?;
+            bar.set_message(format!("round {}/{}: #{}", round + 1, args.runs, i + 1));
             let r = runner.measure(&mut args.command(i))?;
+            bar.inc(1);
             if stopped() {
+                bar.abandon();
                 return Err(interrupted());
             }
-            if !args.json {
-                eprint!(
-                    "\rquietwatt: round {}/{} ({} run(s) of each command)",
-                    round + 1,
-                    args.runs,
-                    args.runs
-                );
-            }
             let code = r.exit_code;
-            per.push(r);
+            runs[i].push(r);
             if code != 0 && !args.ignore_failure {
-                eprintln!();
+                bar.abandon();
                 return Err(failed_run(
                     &args.commands[i],
                     round + 1,
@@ -159,9 +207,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             }
         }
     }
-    if !args.json {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     let summaries: Vec<Summaries> = runs.iter().map(|r| Summaries::new(r)).collect();
     let totals: Vec<Option<Vec<f64>>> = runs
         .iter()
@@ -169,19 +215,19 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         .collect();
     let mut comparisons = Vec::new();
     let mut gate_failed = Vec::new();
-    for i in 1..k {
-        let (a, b) = match (&summaries[0].energy, &summaries[i].energy) {
+    for i in (0..k).filter(|&i| i != reference) {
+        let (a, b) = match (&summaries[reference].energy, &summaries[i].energy) {
             (Some(a), Some(b)) => (a, b),
             _ => continue,
         };
         let welch = repeat::welch(a, b);
         let ratio = repeat::ratio(a, b);
-        let rank = match (&totals[0], &totals[i]) {
+        let rank = match (&totals[reference], &totals[i]) {
             (Some(x), Some(y)) => repeat::rank_test(x, y),
             _ => None,
         };
         let verdict = repeat::verdict(welch.as_ref(), ratio.as_ref());
-        let time_ratio = summaries[0]
+        let time_ratio = summaries[reference]
             .duration
             .as_ref()
             .zip(summaries[i].duration.as_ref())
@@ -199,7 +245,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         "runs": args.runs,
         "warmup": args.warmup,
         "shell": args.shell,
-        "order": "interleaved: each round runs every command once, in the order given",
+        "order": format!("interleaved: each round runs every command once, in an order shuffled with seed {}", args.seed),
+        "seed": args.seed,
+        "reference": reference,
+        "prepare": args.prepare,
         "uncertainty_method": super::repeat::UNCERTAINTY_METHOD,
         "commands": args.commands.iter().zip(&summaries).zip(&runs).map(|((c, s), r)| {
             let mut o = s.json();
@@ -209,7 +258,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }).collect::<Vec<_>>(),
         "comparisons": comparisons.iter().map(|(i, w, r, u, verdict, t)| serde_json::json!({
             "command": i,
-            "reference": 0,
+            "reference": reference,
             "energy_ratio": r,
             "duration_ratio": t,
             "welch": w,
@@ -230,13 +279,35 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if args.json {
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
-        print_text(env, &args, &runner, &summaries, &comparisons);
+        print_text(env, &args, &runner, &summaries, &comparisons, reference);
     }
     for (c, s) in args.commands.iter().zip(&summaries) {
         super::repeat::outlier_warning(c, s);
     }
     if let Some(p) = &args.export_json {
         export_json(p, &v)?;
+    }
+    if let Some(p) = &args.export_csv {
+        let per: Vec<(&str, &[RunResult])> = args
+            .commands
+            .iter()
+            .map(String::as_str)
+            .zip(runs.iter().map(Vec::as_slice))
+            .collect();
+        super::exports::csv(p, &per)?;
+    }
+    if let Some(p) = &args.export_markdown {
+        let mut relative = vec![None; k];
+        for (i, _, r, ..) in &comparisons {
+            relative[*i] = r.clone();
+        }
+        let rows: Vec<(&str, &Summaries)> = args
+            .commands
+            .iter()
+            .map(String::as_str)
+            .zip(&summaries)
+            .collect();
+        super::exports::markdown(p, &rows, &relative, reference)?;
     }
     if !gate_failed.is_empty() {
         let pct = args.fail_if_more_than.unwrap_or(0.0);
@@ -245,7 +316,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 "quietwatt: energy regression: '{}' costs more than '{}' by over {pct} % \
                  (the ratio's 95 % interval starts above {:.4})",
                 args.commands[*i],
-                args.commands[0],
+                args.commands[reference],
                 1.0 + pct / 100.0
             );
         }
@@ -269,6 +340,7 @@ fn print_text(
     runner: &Runner<'_>,
     summaries: &[Summaries],
     comparisons: &[Compared],
+    reference: usize,
 ) {
     eprintln!();
     eprintln!(
@@ -297,8 +369,9 @@ fn print_text(
             })
         };
         eprintln!(
-            " #{} against #1: energy × {} (95 % CI), time × {}",
+            " #{} against #{}: energy × {} (95 % CI), time × {}",
             i + 1,
+            reference + 1,
             interval(r),
             interval(t)
         );
@@ -312,6 +385,12 @@ fn print_text(
         );
         if let Some(u) = u {
             eprintln!("   {}: p = {:.3e}", u.test, u.p_value);
+            if let Some(h) = &u.shift {
+                eprintln!(
+                    "   Hodges-Lehmann shift: {:+.4} J [{:+.4}, {:+.4}] (95 % CI)",
+                    h.estimate, h.lower, h.upper
+                );
+            }
         }
     }
     eprintln!();

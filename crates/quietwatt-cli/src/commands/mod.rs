@@ -5,6 +5,7 @@ pub mod check;
 pub mod doctor;
 pub mod energy_bench;
 pub mod events;
+pub mod exports;
 pub mod inkernel;
 pub mod lab;
 pub mod list;

@@ -36,6 +36,12 @@ pub struct RepeatArgs<'a> {
     pub json: bool,
     /// `--export-json`.
     pub export_json: Option<&'a Path>,
+    /// `--export-csv`.
+    pub export_csv: Option<&'a Path>,
+    /// `--export-markdown`.
+    pub export_markdown: Option<&'a Path>,
+    /// `--prepare`.
+    pub prepare: Option<&'a str>,
     /// `--ignore-failure`.
     pub ignore_failure: bool,
     /// The command.
@@ -293,6 +299,7 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     };
     let what = shown(a.command);
     for i in 0..a.warmup {
+        prepare("sh", a.prepare)?;
         let status = quietwatt::command::spawn_and_wait(
             &mut make(),
             &mut crate::signals::forward_to_command,
@@ -307,12 +314,16 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     }
     let mut runs = Vec::with_capacity(a.runs as usize);
     let mut first_failure = 0;
+    let bar = super::exports::progress(u64::from(a.runs), a.json);
     for i in 0..a.runs {
+        prepare("sh", a.prepare)?;
         let r = runner.measure(&mut make())?;
+        bar.inc(1);
         if stopped() {
+            bar.abandon();
             return Err(interrupted());
         }
-        eprintln!(
+        let line = format!(
             "quietwatt: run {}/{}: {} in {:.4} s{}",
             i + 1,
             a.runs,
@@ -325,6 +336,11 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
                 String::new()
             }
         );
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
         let code = r.exit_code;
         runs.push(r);
         if code != 0 {
@@ -332,10 +348,12 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
                 first_failure = code;
             }
             if !a.ignore_failure {
+                bar.abandon();
                 return Err(failed_run(&what, i + 1, a.runs, code, "run"));
             }
         }
     }
+    bar.finish_and_clear();
     let s = Summaries::new(&runs);
     let mut v = s.json();
     crate::schema::stamp(&mut v, "repeat");
@@ -373,7 +391,36 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     if let Some(p) = a.export_json {
         export_json(p, &v)?;
     }
+    if let Some(p) = a.export_csv {
+        super::exports::csv(p, &[(what.as_str(), &runs)])?;
+    }
+    if let Some(p) = a.export_markdown {
+        super::exports::markdown(p, &[(what.as_str(), &s)], &[None], 0)?;
+    }
     Ok(ExitCode::from(first_failure.clamp(0, 255) as u8))
+}
+
+/// Runs `--prepare` (through `SHELL -c`, output discarded), if given; a failure
+/// stops the series.
+pub fn prepare(shell: &str, cmd: Option<&str>) -> Result<(), Failure> {
+    let Some(p) = cmd else {
+        return Ok(());
+    };
+    let status = quietwatt::command::spawn_and_wait(
+        Command::new(shell)
+            .arg("-c")
+            .arg(p)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+        &mut crate::signals::forward_to_command,
+    )?;
+    match super::exit_code(status) {
+        0 => Ok(()),
+        code => Err(Failure::new(
+            code.clamp(1, 255) as u8,
+            format!("--prepare '{p}' exited with code {code}: fix it or leave it out"),
+        )),
+    }
 }
 
 /// Whether a SIGINT/SIGTERM/SIGHUP asked quietwatt to stop.

@@ -54,6 +54,16 @@ pub struct Args {
     /// With --repeat: also write the results (the `--json` object) to FILE.
     #[arg(long, value_name = "FILE", requires = "repeat")]
     export_json: Option<std::path::PathBuf>,
+    /// With --repeat: also write one row per run (time, energies) to FILE.
+    #[arg(long, value_name = "FILE", requires = "repeat")]
+    export_csv: Option<std::path::PathBuf>,
+    /// With --repeat: also write the summary as a Markdown table to FILE.
+    #[arg(long, value_name = "FILE", requires = "repeat")]
+    export_markdown: Option<std::path::PathBuf>,
+    /// With --repeat: run this shell command (sh -c) before each run, unmeasured (clear
+    /// a cache, reset a file), as hyperfine's --prepare.
+    #[arg(long, value_name = "CMD", requires = "repeat")]
+    prepare: Option<String>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -78,6 +88,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 sampler: &args.sampler,
                 json: args.json,
                 export_json: args.export_json.as_deref(),
+                export_csv: args.export_csv.as_deref(),
+                export_markdown: args.export_markdown.as_deref(),
+                prepare: args.prepare.as_deref(),
                 ignore_failure: args.ignore_failure,
                 command: &args.command,
             },

@@ -1,0 +1,133 @@
+//! What repeated runs leave behind: `--export-csv` (one row per run),
+//! `--export-markdown` (hyperfine's table, by energy), and the progress bar shown
+//! on a terminal while they run.
+
+use super::repeat::{RunResult, Summaries};
+use crate::exit::{Failure, OUTPUT};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use quietwatt::repeat::Ratio;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::Path;
+
+fn write(path: &Path, flag: &str, text: &str) -> Result<(), Failure> {
+    std::fs::write(path, text).map_err(|e| {
+        Failure::new(
+            OUTPUT,
+            format!(
+                "cannot write {flag} {}: {e}; give a path in a writable directory",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a newline.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row per run: `command,run,exit_code,duration_s,total_energy_j,
+/// total_uncertainty_j`, then `energy_j` and `uncertainty_j` of each domain as
+/// `S/DOMAIN_energy_j`, `S/DOMAIN_uncertainty_j` (pandas: `pd.read_csv(FILE)`).
+pub fn csv(path: &Path, commands: &[(&str, &[RunResult])]) -> Result<(), Failure> {
+    let domains: Vec<(u32, &str)> = commands
+        .iter()
+        .find_map(|(_, r)| r.first())
+        .map(|r| r.domains.iter().map(|d| (d.0, d.1)).collect())
+        .unwrap_or_default();
+    let mut out =
+        String::from("command,run,exit_code,duration_s,total_energy_j,total_uncertainty_j");
+    for (s, d) in &domains {
+        let _ = write!(out, ",{s}/{d}_energy_j,{s}/{d}_uncertainty_j");
+    }
+    out.push('\n');
+    for (cmd, runs) in commands {
+        for (i, r) in runs.iter().enumerate() {
+            let (e, u) = r.total.map_or((String::new(), String::new()), |(e, u)| {
+                (format!("{e:.9}"), format!("{u:.9}"))
+            });
+            let _ = write!(
+                out,
+                "{},{},{},{:.9},{e},{u}",
+                field(cmd),
+                i + 1,
+                r.exit_code,
+                r.duration_s
+            );
+            for (_, _, e, u) in &r.domains {
+                let _ = write!(out, ",{e:.9},{u:.9}");
+            }
+            out.push('\n');
+        }
+    }
+    write(path, "--export-csv", &out)
+}
+
+/// A Markdown table in hyperfine's shape, by energy: mean ± standard deviation,
+/// the 95 % interval, min … max, time, and each command relative to the reference.
+pub fn markdown(
+    path: &Path,
+    commands: &[(&str, &Summaries)],
+    relative: &[Option<Ratio>],
+    reference: usize,
+) -> Result<(), Failure> {
+    let mut out = String::from(
+        "| Command | Energy [J] | 95 % CI [J] | Min … Max [J] | Time [s] | Relative (energy) |\n\
+         |:---|---:|---:|---:|---:|---:|\n",
+    );
+    for (i, (cmd, s)) in commands.iter().enumerate() {
+        let energy =
+            s.energy
+                .as_ref()
+                .map_or(("-".to_string(), "-".to_string(), "-".to_string()), |e| {
+                    (
+                        format!("{:.4} ± {:.4}", e.mean, e.std),
+                        format!("[{:.4}, {:.4}]", e.ci[0], e.ci[1]),
+                        format!("{:.4} … {:.4}", e.min, e.max),
+                    )
+                });
+        let time = s
+            .duration
+            .as_ref()
+            .map_or("-".to_string(), |d| format!("{:.4} ± {:.4}", d.mean, d.std));
+        let rel = if i == reference {
+            "1.00 (reference)".to_string()
+        } else {
+            relative
+                .get(i)
+                .and_then(Option::as_ref)
+                .map_or("-".to_string(), |r| {
+                    format!("{:.3} [{:.3}, {:.3}]", r.estimate, r.ci[0], r.ci[1])
+                })
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {time} | {rel} |",
+            cmd.replace('|', "\\|").replace('`', "'"),
+            energy.0,
+            energy.1,
+            energy.2
+        );
+    }
+    write(path, "--export-markdown", &out)
+}
+
+/// A progress bar on stderr when it is a terminal (and nothing when it is not, or
+/// with `--json`), as hyperfine shows one.
+pub fn progress(total: u64, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} runs, ETA {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
