@@ -46,10 +46,12 @@ def test_each_test_is_measured_ranked_in_the_summary_and_written_as_json(pyteste
     heavy, light = tests["test_heavy"], tests["test_light"]
     assert heavy["energy_j"] - heavy["uncertainty_j"] > light["energy_j"] + light["uncertainty_j"]
     assert doc["total_energy_j"] == pytest.approx(sum(t["energy_j"] for t in doc["tests"]))
-    # Each test's energy is package + dram, and power no more than the emulator's 24 W.
+    # Each test's energy is package + dram, and power no more than the emulator's
+    # 24 W over its time: the time is between the timestamps of the reads, which a
+    # loaded host may serve up to tens of milliseconds late (30 ms allowed).
     for t in doc["tests"]:
         assert t["total_rule"] == "package + dram"
-        assert t["energy_j"] <= 24 * t["duration_s"] + t["uncertainty_j"], t
+        assert t["energy_j"] <= 24 * (t["duration_s"] + 0.03) + t["uncertainty_j"], t
 
 
 def test_a_budget_fails_a_run_whose_tests_pass(pytester, emu):
