@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh
 rust=0
-cargo test --workspace --locked "$@" || rust=$?
+# --no-fail-fast: every test binary runs, so one failure does not hide others.
+cargo test --workspace --locked --no-fail-fast "$@" || rust=$?
 # The Python tests read recordings that the CLI writes: the debug build cargo made.
 cargo build --locked -p quietwatt-cli
 python=0

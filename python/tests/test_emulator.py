@@ -51,8 +51,9 @@ def test_a_counter_reset_is_reported_not_counted_as_a_wrap():
             time.sleep(0.02)
         d = m.domain("package")
         # A wrap would have added the counter's whole range, 262 kJ; what is
-        # counted is the energy since the restart, no more than the block's.
-        assert 0 < d.energy_j <= 20 * m.duration_s + d.uncertainty_j, d
+        # counted is the energy since the restart, no more than the block's (its
+        # time, plus the 30 ms a loaded host may serve a read late).
+        assert 0 < d.energy_j <= 20 * (m.duration_s + 0.03) + d.uncertainty_j, d
         assert m.report["counter_events"], m.report
         assert any("restarted" in w or "reset" in w for w in m.warnings), m.warnings
 
