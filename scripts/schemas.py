@@ -26,7 +26,11 @@ def loosen(node):
     cannot be given is null): one sample's 0 or 20 says nothing more."""
     if isinstance(node, dict):
         t = node.get("type")
-        if t in ("integer", "number"):
+        if t == "null":
+            # Only ever null in the samples (a state not reached, a figure not
+            # given): what it holds otherwise is not known from them.
+            del node["type"]
+        elif t in ("integer", "number"):
             node["type"] = ["number", "null"]
         elif isinstance(t, list) and ("integer" in t or "number" in t):
             node["type"] = sorted({"number" if x == "integer" else x for x in t} | {"null"})
