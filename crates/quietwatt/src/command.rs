@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::Overhead;
-use crate::record::{drive, record_between, EngineConfig, Recording};
+use crate::record::{drive, record_between, EngineConfig, Recording, Stopped};
 use crate::sink::{Metadata, NullSink, Sink};
 use crate::source::inkernel::KernelFigures;
 use rustix::event::{poll, PollFd, PollFlags};
@@ -82,7 +82,8 @@ pub fn measure_watched(
 /// A recording of the time series while `cmd` runs: [`crate::record::record`] from
 /// just before the spawn to the command's exit (not to a stop flag: a signal meant
 /// for the command is the caller's to forward through `watch`), with the command's
-/// status. A recording whose output fails goes on waiting for the command.
+/// status. A recording whose output fails goes on waiting for the command: the
+/// [`Stopped`] error then carries what was kept and the command's status.
 pub fn record_command(
     meter: &mut Meter,
     sink: &mut dyn Sink,
@@ -91,12 +92,20 @@ pub fn record_command(
     config: &EngineConfig,
     cmd: &mut Command,
     watch: &mut dyn FnMut(ChildEvent),
-) -> Result<(Recording, ExitStatus)> {
+) -> std::result::Result<(Recording, ExitStatus), Stopped> {
     let mut config = config.clone();
     config.duration = None;
-    record_between(meter, sink, output, meta, &config, None, |_| {
+    let (rec, failed, status) = record_between(meter, sink, output, meta, &config, None, |_| {
         spawn_and_wait(cmd, watch)
-    })
+    })?;
+    match failed {
+        None => Ok((rec, status)),
+        Some(error) => Err(Stopped {
+            error,
+            kept: Some(Box::new(rec)),
+            status: Some(status),
+        }),
+    }
 }
 
 /// Starts `cmd` and waits for its end (a pidfd; every 10 ms on kernels before

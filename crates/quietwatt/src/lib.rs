@@ -138,7 +138,7 @@ pub mod writer;
 
 pub use meter::{EnergyReport, Meter};
 pub use overhead::Overhead;
-pub use record::{EngineConfig, Recording};
+pub use record::{EngineConfig, Recording, Stopped};
 pub use sampler::{FreqArg, Rate};
 pub use session::{measure, Report, SampleRow, Session, SessionConfig};
 pub use sink::{Format, Metadata, Sink};

@@ -102,16 +102,42 @@ pub struct Recording {
     /// Things refused that did not stop the recording (`--rt` without permission, a
     /// raised minimum rate).
     pub warnings: Vec<String>,
-    /// What stopped the recording early, if anything; everything before it is in the file.
-    pub error: Option<Error>,
     /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
     pub kernel: Option<KernelFigures>,
 }
 
+/// A recording that failed: what stopped it and what was kept. Everything measured
+/// before the failure is in the output, each sample whole, and `kept` accounts for
+/// it (samples, energy, cost).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Stopped {
+    /// What stopped it ([`Error::Output`] for a write: a full disk, a closed pipe;
+    /// a read error otherwise). Its [`Error::kind`] says what the caller can do.
+    #[source]
+    pub error: Error,
+    /// The recording up to the failure; `None` when it failed before anything was
+    /// measured (a header that could not be written, a thread that did not start).
+    pub kept: Option<Box<Recording>>,
+    /// For [`crate::command::record_command`]: the command's exit status, when it
+    /// ran to its end (a failed recording waits for the command).
+    pub status: Option<std::process::ExitStatus>,
+}
+
+impl From<Error> for Stopped {
+    fn from(error: Error) -> Stopped {
+        Stopped {
+            error,
+            kept: None,
+            status: None,
+        }
+    }
+}
+
 /// Samples `meter` into `sink` until `config.duration` has passed or `stop` is set.
 /// `output` names the sink's file in errors. A header that cannot be written fails
-/// before anything is measured ([`Error::Output`]); a failure later ends the
-/// recording with [`Recording::error`] set and the output valid up to it.
+/// before anything is measured ([`Stopped::kept`] is `None`); a failure later ends
+/// the recording with what was kept, the output valid up to it.
 pub fn record(
     meter: &mut Meter,
     sink: &mut dyn Sink,
@@ -119,28 +145,37 @@ pub fn record(
     meta: &Metadata,
     config: &EngineConfig,
     stop: &AtomicBool,
-) -> Result<Recording> {
+) -> std::result::Result<Recording, Stopped> {
     let mode = meter.mode();
-    let (rec, ()) = record_between(meter, sink, output, meta, config, Some(stop), |control| {
-        // The sampler sees `stop` at its next tick and unparks this thread when it
-        // ends. This thread looks itself only where the sampler's period can be
-        // longer than STOP_POLL; otherwise it sleeps, so that it adds no wake-up.
-        let slow = match mode {
-            Mode::Polled => config.rate.min().period() > STOP_POLL,
-            Mode::Buffered { drain, .. } => drain.period() > STOP_POLL,
-        };
-        let poll = if slow { STOP_POLL } else { WAIT_BACKSTOP };
-        while !control.sampler_done() && !stop.load(Ordering::Relaxed) {
-            thread::park_timeout(poll);
-        }
-        Ok(())
-    })?;
-    Ok(rec)
+    let (rec, failed, ()) =
+        record_between(meter, sink, output, meta, config, Some(stop), |control| {
+            // The sampler sees `stop` at its next tick and unparks this thread when it
+            // ends. This thread looks itself only where the sampler's period can be
+            // longer than STOP_POLL; otherwise it sleeps, so that it adds no wake-up.
+            let slow = match mode {
+                Mode::Polled => config.rate.min().period() > STOP_POLL,
+                Mode::Buffered { drain, .. } => drain.period() > STOP_POLL,
+            };
+            let poll = if slow { STOP_POLL } else { WAIT_BACKSTOP };
+            while !control.sampler_done() && !stop.load(Ordering::Relaxed) {
+                thread::park_timeout(poll);
+            }
+            Ok(())
+        })?;
+    match failed {
+        None => Ok(rec),
+        Some(error) => Err(Stopped {
+            error,
+            kept: Some(Box::new(rec)),
+            status: None,
+        }),
+    }
 }
 
 /// [`record`], running `between` on this thread until it is time to stop (it
 /// returns then, or when [`Control::sampler_done`]): the common part of a
-/// recording that ends with a flag and one that ends with a command.
+/// recording that ends with a flag and one that ends with a command. The error
+/// beside the recording is what stopped it early, if anything.
 pub(crate) fn record_between<T>(
     meter: &mut Meter,
     sink: &mut dyn Sink,
@@ -149,7 +184,7 @@ pub(crate) fn record_between<T>(
     config: &EngineConfig,
     stop: Option<&AtomicBool>,
     between: impl FnOnce(&Control<'_>) -> Result<T>,
-) -> Result<(Recording, T)> {
+) -> Result<(Recording, Option<Error>, T)> {
     let out_err = |source| Error::Output {
         path: output.to_path_buf(),
         source,
@@ -170,10 +205,9 @@ pub(crate) fn record_between<T>(
         overhead: Overhead::new(&run.counts, run.writer_usage, run.written)
             .with_waiter(run.waiter_usage),
         warnings,
-        error,
         kernel,
     };
-    Ok((rec, value))
+    Ok((rec, error, value))
 }
 
 /// How often the thread that waits for the end of a recording looks at the

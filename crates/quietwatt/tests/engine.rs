@@ -117,9 +117,11 @@ fn config(hz: f64, duration_ms: u64) -> EngineConfig {
     c
 }
 
+/// A recording that must not fail (a failure is an `Err` carrying what was kept).
 fn run(m: &mut Meter, sink: &mut dyn Sink, c: &EngineConfig) -> Recording {
     let meta = Metadata::new("powercap", &c.rate, &SysRoot::default());
-    record(m, sink, Path::new("mem"), &meta, c, &AtomicBool::new(false)).unwrap()
+    record(m, sink, Path::new("mem"), &meta, c, &AtomicBool::new(false))
+        .unwrap_or_else(|s| panic!("the recording failed: {s}"))
 }
 
 /// Every deadline from the first reading to the last was either served or counted
@@ -153,7 +155,6 @@ fn every_sample_arrives_in_order_with_its_exact_delta() {
     let mut m = meter(3, Script::Steps);
     let mut sink = Collect::default();
     let rec = run(&mut m, &mut sink, &config(1000.0, 200));
-    assert!(rec.error.is_none(), "{:?}", rec.error);
     assert_eq!(rec.samples as usize, sink.rows.len());
     assert_eq!(rec.overhead.samples, rec.samples);
     assert!(sink.rows.len() > 100);
@@ -270,7 +271,6 @@ fn the_stop_flag_ends_a_recording_with_a_complete_file_and_its_accounting() {
     let meta = Metadata::new("powercap", &c.rate, &SysRoot::default());
     let rec = record(&mut m, &mut sink, &path, &meta, &c, &stop).unwrap();
     raiser.join().unwrap();
-    assert!(rec.error.is_none());
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.ends_with('\n'), "last line complete");
     assert!(text.contains("# wall_clock_anchor: unix_ns "));
@@ -343,7 +343,8 @@ fn dev_full_is_an_output_error_before_anything_is_measured() {
     let c = config(100.0, 100);
     let meta = Metadata::new("powercap", &c.rate, &SysRoot::default());
     let err = record(&mut m, &mut sink, path, &meta, &c, &AtomicBool::new(false)).unwrap_err();
-    assert!(matches!(err, Error::Output { .. }), "{err}");
+    assert!(matches!(err.error, Error::Output { .. }), "{err}");
+    assert!(err.kept.is_none(), "nothing was measured: {err}");
     assert!(err.to_string().contains("/dev/full"), "{err}");
 }
 
@@ -388,7 +389,7 @@ fn a_disk_that_fills_up_stops_the_recording_and_leaves_whole_rows() {
     c.flush_every = Duration::from_millis(50);
     let meta = Metadata::new("powercap", &c.rate, &SysRoot::default());
     let t0 = std::time::Instant::now();
-    let rec = record(
+    let stopped = record(
         &mut m,
         &mut sink,
         Path::new("disk.csv"),
@@ -396,14 +397,17 @@ fn a_disk_that_fills_up_stops_the_recording_and_leaves_whole_rows() {
         &c,
         &AtomicBool::new(false),
     )
-    .unwrap();
-    // The 30 s recording ended early, with the output error.
+    .unwrap_err();
+    // The 30 s recording ended early, with the output error and what it kept.
     assert!(t0.elapsed() < Duration::from_secs(20));
     assert!(
-        matches!(rec.error, Some(Error::Output { .. })),
+        matches!(stopped.error, Error::Output { .. }),
         "{:?}",
-        rec.error
+        stopped.error
     );
+    let rec = *stopped
+        .kept
+        .expect("what was recorded before the disk filled up");
     let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
     assert!(text.len() < 200_000 && text.ends_with('\n'));
     let rows = csv_rows(&text);
@@ -547,7 +551,6 @@ fn a_plain_file_powercap_tree_records() {
     let mut m = Meter::new(src);
     let mut sink = Collect::default();
     let rec = run(&mut m, &mut sink, &config(200.0, 100));
-    assert!(rec.error.is_none());
     assert_eq!(sink.rows.len() as u64, rec.overhead.samples);
     assert!(sink.rows.iter().all(|r| r.5 == vec![0.0]));
 }
@@ -588,7 +591,6 @@ fn the_sampler_runs_on_the_cpu_whose_perf_counters_it_reads() {
         let mut m = cpu_clock_meter(&[cpu]);
         assert_eq!(m.read_cpus(), vec![cpu]);
         let rec = run(&mut m, &mut Collect::default(), &config(200.0, 200));
-        assert!(rec.error.is_none());
         assert_eq!(rec.overhead.pinned_cpu, Some(cpu as usize), "{rec:?}");
         // The CPU of its last read, as the kernel says (sched_getcpu).
         assert_eq!(rec.overhead.sampler_cpu, Some(cpu as usize), "{rec:?}");

@@ -164,10 +164,9 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
         &config,
         &stop,
     )
-    .expect("the recording runs");
+    .unwrap_or_else(|s| panic!("{m}: the recording failed: {s}"));
     let wall = t0.elapsed().as_secs_f64();
     let r = &rec;
-    assert!(r.error.is_none(), "{m}: {:?}", r.error);
     assert!(sink.finished, "{m}: the sink was not finished");
     assert_eq!(r.samples, sink.samples, "{m}");
     assert_eq!(r.report.mechanism, m.name());

@@ -4,7 +4,7 @@ use super::{append_warnings, parse_duration, rate_words, selection, SamplerArgs}
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT};
 use crate::signals::{install, STOP};
-use quietwatt::record::{record, Recording};
+use quietwatt::record::{record, Recording, Stopped};
 use quietwatt::sink::OutputFile;
 use quietwatt::source::Mode;
 use quietwatt::{Format, FreqArg, Mechanism, Metadata, Meter, Rate};
@@ -190,20 +190,20 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             String::new()
         }
     );
-    let (mut rec, status) = if args.command.is_empty() {
-        let rec = record(
+    let outcome = if args.command.is_empty() {
+        record(
             &mut meter,
             sink.as_mut(),
             &args.output,
             &meta,
             &config,
             &STOP,
-        )?;
-        (rec, None)
+        )
+        .map(|rec| (rec, None))
     } else {
         let mut cmd = std::process::Command::new(&args.command[0]);
         cmd.args(&args.command[1..]);
-        let (rec, status) = quietwatt::command::record_command(
+        quietwatt::command::record_command(
             &mut meter,
             sink.as_mut(),
             &args.output,
@@ -211,19 +211,39 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &config,
             &mut cmd,
             &mut crate::signals::forward_to_command,
-        )?;
-        (rec, Some(status))
+        )
+        .map(|(rec, status)| (rec, Some(status)))
     };
-    if args.to_stdout() && rec.error.as_ref().is_some_and(broken_pipe) {
+    // A recording that failed part-way is summarised from what it kept, then its
+    // error is the exit.
+    let (rec, status, mut error) = match outcome {
+        Ok((rec, status)) => (rec, status, None),
+        Err(Stopped {
+            error,
+            kept: Some(rec),
+            status,
+        }) => (*rec, status, Some(error)),
+        Err(Stopped {
+            error, kept: None, ..
+        }) => return Err(error.into()),
+    };
+    if args.to_stdout() && error.as_ref().is_some_and(broken_pipe) {
         // The reader of `-o -` went away (`| head`): the way such a recording ends.
-        rec.error = None;
+        error = None;
     }
     let events = super::events::stop(events, &args.events, &args.output, &rec.report, env)?;
     for w in &rec.warnings {
         eprintln!("quietwatt: warning: {w}");
     }
     if args.json {
-        let mut v = summary_json(&rec, &args.output, format, env.is_emulated(), &config.rate);
+        let mut v = summary_json(
+            &rec,
+            error.as_ref(),
+            &args.output,
+            format,
+            env.is_emulated(),
+            &config.rate,
+        );
         if let Some(s) = status {
             v["exit_code"] = super::exit_code(s).into();
         }
@@ -259,7 +279,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
         events.print();
     }
-    if let Some(e) = &rec.error {
+    if let Some(e) = &error {
         return Err(failure(e, rec.samples));
     }
     if let Some(f) = events.error() {
@@ -323,6 +343,7 @@ fn disk_full(e: &std::io::Error) -> bool {
 /// (the in-kernel ones add their kernel-side figures).
 pub(super) fn summary_json(
     rec: &Recording,
+    error: Option<&quietwatt::Error>,
     output: &Path,
     format: Format,
     emulated: bool,
@@ -339,7 +360,7 @@ pub(super) fn summary_json(
     v["samples"] = rec.samples.into();
     v["overhead"] = serde_json::to_value(&rec.overhead).unwrap_or_default();
     append_warnings(&mut v, &rec.warnings);
-    if let Some(e) = &rec.error {
+    if let Some(e) = error {
         v["error"] = stopped_early(e, rec.samples).into();
     }
     v

@@ -169,10 +169,8 @@ pub(super) fn run_variant(
                 &meta,
                 &config,
                 &AtomicBool::new(false),
-            )?;
-            if let Some(e) = rec.error {
-                return Err(e);
-            }
+            )
+            .map_err(|s| s.error)?;
             warnings.extend(rec.warnings);
             let o = rec.overhead;
             (
