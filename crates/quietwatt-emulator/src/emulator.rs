@@ -259,6 +259,29 @@ fn check_mountpoint(dir: &Path) -> Result<PathBuf> {
     dir.canonicalize().map_err(|e| bad(e.to_string()))
 }
 
+/// The file-system name the emulator mounts with, as the kernel's mount table shows it.
+pub const FS_NAME: &str = "quietwatt-emulator";
+
+/// Whether `dir` is the mount point of a quietwatt emulator (this process's or
+/// another's), from the kernel's mount table, so that a figure read under it can be
+/// labelled as emulated.
+pub fn serves(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return false;
+    };
+    mounts.lines().any(|line| {
+        let mut fields = line.split(' ');
+        let (Some(source), Some(target)) = (fields.next(), fields.next()) else {
+            return false;
+        };
+        // The mount table escapes spaces and a few other bytes as octal.
+        source == FS_NAME && Path::new(&target.replace("\\040", " ")) == dir
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,27 +312,4 @@ mod tests {
             .to_string();
         assert!(missing.contains("create it first"), "{missing}");
     }
-}
-
-/// The file-system name the emulator mounts with, as the kernel's mount table shows it.
-pub const FS_NAME: &str = "quietwatt-emulator";
-
-/// Whether `dir` is the mount point of a quietwatt emulator (this process's or
-/// another's), from the kernel's mount table, so that a figure read under it can be
-/// labelled as emulated.
-pub fn serves(dir: &Path) -> bool {
-    let Ok(dir) = dir.canonicalize() else {
-        return false;
-    };
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
-        return false;
-    };
-    mounts.lines().any(|line| {
-        let mut fields = line.split(' ');
-        let (Some(source), Some(target)) = (fields.next(), fields.next()) else {
-            return false;
-        };
-        // The mount table escapes spaces and a few other bytes as octal.
-        source == FS_NAME && Path::new(&target.replace("\\040", " ")) == dir
-    })
 }
