@@ -35,8 +35,9 @@ It measures, interleaving the tools round by round so that they share the noise:
    baseline with no tool. pyJoules has no background sampler.
 
 It prints Markdown tables. Options: ``--rounds N`` (cost rounds per pass, default
-75: short rounds, so that the tools share the noise), ``--cpu-rounds N`` (default 4), ``--window S`` (CPU window, default 3 s).
-About two minutes on a 2-vCPU VM.
+75: short rounds, so that the tools share the noise), ``--cpu-rounds N`` (default 4),
+``--window S`` (CPU window, default 3 s), ``--cc-trials N`` (1-s blocks of CodeCarbon
+at 1 ms, default 3). About two and a half minutes on a 2-vCPU VM.
 
 Not like a real machine, and said in the output: every operation on an emulated file
 is a FUSE round trip to the emulator's daemon (the parent process, whose CPU is not
@@ -59,7 +60,6 @@ import statistics
 import subprocess
 import sys
 import time
-import traceback
 
 WATTS = {"package": 20.0, "dram": 4.0}
 CHILD_ENV = "QW_BENCH_PEERS_EMU"
@@ -249,102 +249,115 @@ def cc_cpu_mode(tracker) -> str:
 # child: the benchmarks
 
 
-def correctness(tools: dict, truth: "Truth", notes: list) -> list:
-    """Each tool's joules for a 1-s sleep, against what the emulator served between
-    the tool's first and last read of each counter (what a correct reader reports)."""
+CORRECT = (  # key, row label, tool
+    ("qw-measure", "quietwatt `with qw.measure()`", "quietwatt"),
+    ("qw-monitor", "quietwatt `Monitor` 1 kHz", "quietwatt"),
+    ("pyjoules", "pyJoules `EnergyContext`", "pyjoules"),
+    ("cc-15s", "CodeCarbon tracker, `measure_power_secs=15`", "codecarbon"),
+    ("cc-1ms", "CodeCarbon tracker, `measure_power_secs=0.001`", "codecarbon"),
+)
+
+
+def correct_one(key: str) -> dict:
+    """``--correct KEY``: one 1-s block of one tool (in a fresh process), against
+    what the emulator served between the tool's first and last read."""
+    truth = Truth()
+    tool = {k: t for k, _, t in CORRECT}[key]
+    setup = {"quietwatt": setup_quietwatt, "pyjoules": setup_pyjoules, "codecarbon": setup_codecarbon}[tool]
+    mod = setup()
+    if key == "qw-measure":
+        truth.reset()
+        t0 = time.perf_counter()
+        with mod.measure(mechanism="powercap") as m:
+            time.sleep(1.0)
+        wall = time.perf_counter() - t0
+        got = {"what": f"`measure`: package, dram (`total_j` = {m.total_rule})",
+               "package": m.domain("package").energy_j, "dram": m.domain("dram").energy_j, "dur": m.duration_s}
+    elif key == "qw-monitor":
+        mon = mod.Monitor(freq=1000, mechanism="powercap")
+        truth.reset()
+        t0 = time.perf_counter()
+        mon.start()
+        time.sleep(1.0)
+        m = mon.stop()
+        wall = time.perf_counter() - t0
+        got = {"what": "`Monitor(freq=1000)`: package, dram",
+               "package": m.domain("package").energy_j, "dram": m.domain("dram").energy_j, "dur": m.duration_s}
+    elif key == "pyjoules":
+        EnergyContext, _, EnergyHandler, Pkg, Dram = mod
+        h = EnergyHandler()
+        ctx = EnergyContext(handler=h, domains=[Pkg(0), Dram(0)], start_tag="sleep")
+        truth.reset()
+        t0 = time.perf_counter()
+        with ctx:
+            time.sleep(1.0)
+        wall = time.perf_counter() - t0
+        smp = h.traces[-1][0]
+        got = {"what": "`EnergyContext`: `package_0`, `dram_0` (µJ)",
+               "package": smp.energy["package_0"] / 1e6, "dram": smp.energy["dram_0"] / 1e6, "dur": smp.duration}
+    else:
+        _, Off = mod
+        t = cc_tracker(Off, 15.0 if key == "cc-15s" else 0.001)
+        t._ensure_hardware_ready()
+        truth.reset()
+        t0 = time.perf_counter()
+        t.start()
+        t1 = time.perf_counter()
+        time.sleep(1.0)
+        t2 = time.perf_counter()
+        t.stop()
+        t3 = time.perf_counter()
+        wall = t3 - t0
+        d = t.final_emissions_data
+        # cpu_energy: the RAPL package counter (dram is a package subzone here, which
+        # CodeCarbon skips); ram_energy: its RAM power model, not a counter.
+        got = {"what": f"`cpu_energy` (RAPL), `ram_energy` (model) (kWh); start() {t1 - t0:.3f} s, stop() {t3 - t2:.3f} s",
+               "package": d.cpu_energy * 3.6e6, "ram": d.ram_energy * 3.6e6, "dur": d.duration}
+    got["wall"] = wall
+    got["served"] = truth.served()
+    return got
+
+
+def run_json(argv: list, extra_fds: tuple = ()) -> dict:
+    """Runs this script with ``argv`` in a fresh process; its last stdout line is JSON."""
+    import json
+
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, pass_fds=extra_fds, timeout=120)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()[-400:]}")
+    return json.loads(lines[-1])
+
+
+def correctness(trials_1ms: int, notes: list) -> list:
+    fds = tuple(int(x) for x in os.environ[PIPE_ENV].split(","))
     rows = []
-
-    def run(name, setup, measure):
-        try:
-            h = setup()
-            truth.reset()  # after construction: its reads do not count
-            t0 = time.perf_counter()
-            got = measure(h)
-            got["wall"] = time.perf_counter() - t0
-            served = truth.served()
-            rows.append((name, got, served))
-        except Exception as e:
-            rows.append((name, {"what": f"failed: {type(e).__name__}: {e}"}, {}))
-
-    qw = tools.get("quietwatt")
-    if qw is not None:
-        def q(_):
-            with qw.measure(mechanism="powercap") as m:
-                time.sleep(1.0)
-            return {"what": f"`measure`: package, dram (`total_j` = {m.total_rule})",
-                    "package": m.domain("package").energy_j, "dram": m.domain("dram").energy_j, "dur": m.duration_s}
-        run("quietwatt `with qw.measure()`", lambda: None, q)
-
-        def qm(mon):
-            mon.start()
-            time.sleep(1.0)
-            m = mon.stop()
-            return {"what": "`Monitor(freq=1000)`: package, dram",
-                    "package": m.domain("package").energy_j, "dram": m.domain("dram").energy_j, "dur": m.duration_s}
-        run("quietwatt `Monitor` 1 kHz", lambda: qw.Monitor(freq=1000, mechanism="powercap"), qm)
-
-    pj = tools.get("pyjoules")
-    if pj is not None:
-        EnergyContext, _, EnergyHandler, Pkg, Dram = pj
-
-        def ps():
-            h = EnergyHandler()
-            return h, EnergyContext(handler=h, domains=[Pkg(0), Dram(0)], start_tag="sleep")
-
-        def p(hc):
-            h, ctx = hc
-            with ctx:
-                time.sleep(1.0)
-            s = h.traces[-1][0]
-            return {"what": "`EnergyContext`: `package_0`, `dram_0` (µJ)",
-                    "package": s.energy["package_0"] / 1e6, "dram": s.energy["dram_0"] / 1e6, "dur": s.duration}
-        run("pyJoules `EnergyContext`", ps, p)
-
-    cc = tools.get("codecarbon")
-    if cc is not None:
-        _, Off = cc
-
-        def cs(secs):
-            def f():
-                t = cc_tracker(Off, secs)
-                t._ensure_hardware_ready()
-                return t
-            return f
-
-        def c(t):
-            t0 = time.perf_counter()
-            t.start()
-            t1 = time.perf_counter()
-            time.sleep(1.0)
-            t2 = time.perf_counter()
-            t.stop()
-            t3 = time.perf_counter()
-            d = t.final_emissions_data
-            # cpu_energy: the RAPL package counter (dram is a package subzone here, which
-            # CodeCarbon skips); ram_energy: its RAM power model, not a counter.
-            return {"what": f"`cpu_energy` (RAPL), `ram_energy` (model) (kWh); start() {t1 - t0:.3f} s, stop() {t3 - t2:.3f} s",
-                    "package": d.cpu_energy * 3.6e6, "ram": d.ram_energy * 3.6e6, "dur": d.duration}
-        run("CodeCarbon tracker, `measure_power_secs=15`", cs(15.0), c)
-        run("CodeCarbon tracker, `measure_power_secs=0.001`", cs(0.001), c)
+    for key, name, _ in CORRECT:
+        for i in range(trials_1ms if key == "cc-1ms" else 1):
+            label = name if key != "cc-1ms" else f"{name}, trial {i + 1}"
+            try:
+                rows.append((label, run_json(["--correct", key], fds)))
+            except Exception as e:
+                rows.append((label, {"what": f"failed: {e}"}))
 
     def cell(got, served):
-        if got is None:
-            return "not read", ""
         if served is None:
             return f"{got:.3f}", "n/a"
         return f"{got:.3f} / {served:.3f}", f"{got / served:.4f}"
 
     out = []
-    for name, got, served in rows:
+    for name, got in rows:
         if "package" not in got:
             out.append(f"| {name} | {got['what']} | | | | | | |")
             continue
+        served = got["served"]
         pk, pr = cell(got["package"], served.get("package"))
         if "dram" in got:
             dk, dr = cell(got["dram"], served.get("dram"))
         else:
-            dk = f"not read; RAM model {got['ram']:.3f} J" if served.get("dram") is None else "?"
-            dr = f"({got['ram'] / got['dur']:.2f} W for 4 W)"
+            dk = f"not read; its RAM model: {got['ram']:.3f} J" if served.get("dram") is None else "?"
+            dr = f"({got['ram'] / got['dur']:.2f} W)"
         out.append(f"| {name} | {got['what']} | {pk} | {pr} | {dk} | {dr} | {got['dur']:.3f} | {got['wall']:.3f} |")
     return out
 
@@ -606,107 +619,104 @@ def op_costs() -> str:
             f"{real[0]:.1f} µs and {real[1]:.1f} µs (medians of 300)")
 
 
-def cpu_cost(tools: dict, rounds: int, window: float, notes: list) -> list:
-    variants = []
+CPU_VARIANTS = (  # key, label, note
+    ("baseline", "no tool (baseline)", "main thread sleeping"),
+    ("qw-all", "quietwatt `Monitor(freq=1000)`", "native thread, 4 counters a sample"),
+    ("qw-pkg", 'quietwatt `Monitor(freq=1000, domains="package")`', "1 counter a sample, as CodeCarbon"),
+    ("cc-1ms", "CodeCarbon tracker, `measure_power_secs=0.001`", "a `threading.Timer` thread per sample, + its 1-s power monitor"),
+    ("cc-15s", "CodeCarbon tracker, default `measure_power_secs=15`", "only its 1-s power monitor ticks in the window"),
+)
 
-    def baseline():
+
+def cpu_one(key: str, window: float) -> dict:
+    """``--cpu KEY``: one window of one variant, in a fresh process (so that nothing
+    one tool leaves running reaches the next), then what still runs after stop()."""
+    import threading
+
+    if key == "baseline":
+        start, stop = (lambda: None), (lambda h: (None, None))
+    elif key.startswith("qw-"):
+        qw = setup_quietwatt()
+
         def start():
-            return None
+            mon = qw.Monitor(freq=1000, mechanism="powercap", domains=None if key == "qw-all" else "package")
+            mon.start()
+            return mon
+
+        def stop(mon):
+            m = mon.stop()
+            ov = m.report["overhead"]
+            return ov["samples"] / ov["duration_s"], m.domain("package").energy_j
+    else:
+        _, Off = setup_codecarbon()
+
+        prep = cc_tracker(Off, 0.001 if key == "cc-1ms" else 15.0)
+        prep._ensure_hardware_ready()  # its first reads: before the reset below
+
+        def start():
+            t = prep
+            t.start()
+            return t, t._power_measurement_count, time.perf_counter()
 
         def stop(h):
-            return None, None
-        return start, stop
+            t, n0, t0 = h
+            n1, t1 = t._power_measurement_count, time.perf_counter()
+            t.stop()
+            d = t.final_emissions_data
+            return (n1 - n0) / (t1 - t0), d.cpu_energy * 3.6e6
+    truth = Truth() if os.environ.get(PIPE_ENV) else None
+    threads0 = threading.active_count()
+    if truth is not None:
+        truth.reset()
+    h = start()
+    time.sleep(0.2)  # let it settle
+    c0, w0 = time.process_time(), time.perf_counter()
+    time.sleep(window)
+    c1, w1 = time.process_time(), time.perf_counter()
+    rate, joules = stop(h)
+    served = truth.served().get("package") if truth is not None and joules is not None else None
+    time.sleep(0.3)
+    c2, w2 = time.process_time(), time.perf_counter()
+    time.sleep(1.0)
+    c3, w3 = time.process_time(), time.perf_counter()
+    return {"cpu": 100.0 * (c1 - c0) / (w1 - w0), "rate": rate, "joules": joules, "served": served,
+            "after_cpu": 100.0 * (c3 - c2) / (w3 - w2), "after_threads": threading.active_count() - threads0}
 
-    variants.append(("no tool (baseline)", baseline, "main thread sleeping"))
-    qw = tools.get("quietwatt")
-    if qw is not None:
-        def qmon(domains):
-            def v():
-                def start():
-                    mon = qw.Monitor(freq=1000, mechanism="powercap", domains=domains)
-                    mon.start()
-                    return mon
 
-                def stop(mon):
-                    m = mon.stop()
-                    ov = m.report["overhead"]
-                    return ov["samples"] / ov["duration_s"], m.domain("package").energy_j / m.duration_s
-                return start, stop
-            return v
-        variants.append(("quietwatt `Monitor(freq=1000)`", qmon(None), "native thread, 4 counters a sample"))
-        variants.append(('quietwatt `Monitor(freq=1000, domains="package")`', qmon("package"),
-                         "1 counter a sample, as CodeCarbon"))
-    cc = tools.get("codecarbon")
-    if cc is not None:
-        _, Off = cc
-
-        def cct(secs):
-            def v():
-                def start():
-                    t = cc_tracker(Off, secs)
-                    t._ensure_hardware_ready()
-                    t.start()
-                    return (t, t._power_measurement_count, time.perf_counter())
-
-                def stop(h):
-                    t, n0, t0 = h
-                    n1, t1 = t._power_measurement_count, time.perf_counter()
-                    t.stop()
-                    d = t.final_emissions_data
-                    return (n1 - n0) / (t1 - t0), d.cpu_energy * 3.6e6 / d.duration
-                return start, stop
-            return v
-        variants.append(("CodeCarbon tracker, `measure_power_secs=0.001`", cct(0.001),
-                         "threading.Timer per sample, + its 1-s power monitor"))
-        variants.append(("CodeCarbon tracker, default `measure_power_secs=15`", cct(15.0),
-                         "only its 1-s power monitor ticks in the window"))
-    results = {name: [] for name, _, _ in variants}
-    rates = {name: [] for name, _, _ in variants}
-    watts = {name: [] for name, _, _ in variants}
-    errors = {}
+def cpu_cost(rounds: int, window: float, notes: list) -> list:
+    fds = tuple(int(x) for x in os.environ[PIPE_ENV].split(","))
+    res: dict = {k: [] for k, _, _ in CPU_VARIANTS}
+    errors: dict = {}
     for r in range(rounds):
-        order = variants[r % len(variants):] + variants[: r % len(variants)]
-        for name, make, _ in order:
-            if name in errors:
+        order = CPU_VARIANTS[r % len(CPU_VARIANTS):] + CPU_VARIANTS[: r % len(CPU_VARIANTS)]
+        for key, _, _ in order:
+            if key in errors:
                 continue
             try:
-                start, stop = make()
-                h = start()
-                time.sleep(0.2)  # let it settle
-                c0, w0 = time.process_time(), time.perf_counter()
-                time.sleep(window)
-                c1, w1 = time.process_time(), time.perf_counter()
-                rate, w = stop(h)
-                results[name].append(100.0 * (c1 - c0) / (w1 - w0))
-                if rate is not None:
-                    rates[name].append(rate)
-                    watts[name].append(w)
+                res[key].append(run_json(["--cpu", key, "--window", str(window)], fds))
             except Exception as e:
-                errors[name] = f"{type(e).__name__}: {e}"
-                notes.append(f"{name} failed: {errors[name]}\n{traceback.format_exc()}")
-    base = statistics.mean(results["no tool (baseline)"]) if results["no tool (baseline)"] else 0.0
-    qname = "quietwatt `Monitor(freq=1000)`"  # the ratio's reference
-    qextra = statistics.mean(results[qname]) - base if results.get(qname) else None
+                errors[key] = str(e)
+    mean = statistics.mean
+    base = mean(x["cpu"] for x in res["baseline"]) if res["baseline"] else 0.0
+    qextra = mean(x["cpu"] for x in res["qw-all"]) - base if res["qw-all"] else None
     out = []
-    for name, _, note in variants:
-        if name in errors:
-            out.append(f"| {name} | failed: {errors[name]} | | | | | | | |")
+    for key, name, note in CPU_VARIANTS:
+        if key in errors:
+            out.append(f"| {name} | failed: {errors[key]} | | | | | | | | |")
             continue
-        xs = results[name]
-        m = statistics.mean(xs)
-        spread = f"{min(xs):.2f} - {max(xs):.2f}"
+        xs = [x["cpu"] for x in res[key]]
+        m = mean(xs)
         extra = m - base
-        rate = f"{statistics.mean(rates[name]):.0f}" if rates[name] else ""
-        per = f"{extra * 1e4 / statistics.mean(rates[name]):.0f}" if rates[name] and statistics.mean(rates[name]) > 5 else ""
-        w = f"{statistics.mean(watts[name]):.2f}" if watts[name] else ""
-        if name.startswith("no tool"):
-            ratio = ""
-        elif qextra and qextra > 0:
-            ratio = f"{extra / qextra:.2f}x"
-        else:
-            ratio = ""
-        out.append(f"| {name} | **{m:.2f}** | {spread} | {extra:+.2f} | {ratio} | {rate} | {per} | {w} | {note} |")
-    out.append("| pyJoules | n/a | | | | | | | no background sampler: it reads at the start and the end of a block only |")
+        rates = [x["rate"] for x in res[key] if x["rate"] is not None]
+        got = [(x["joules"], x["served"]) for x in res[key] if x["joules"] is not None]
+        rate = f"{mean(rates):.0f}" if rates else ""
+        per = f"{extra * 1e4 / mean(rates):.0f}" if rates and mean(rates) > 5 else ""
+        w = ", ".join(f"{j / sv:.4f}" if sv else f"{j:.3f} J" for j, sv in got)
+        ratio = "" if key == "baseline" or not qextra or qextra <= 0 else f"{extra / qextra:.2f}x"
+        after = ", ".join(f"{x['after_cpu']:.1f} % / {x['after_threads']}" for x in res[key])
+        out.append(f"| {name} | **{m:.2f}** | {min(xs):.2f} - {max(xs):.2f} | {extra:+.2f} | {ratio} | {rate} | {per} "
+                   f"| {w} | {after} | {note} |")
+    out.append("| pyJoules | n/a | | | | | | | | no background sampler: it reads at the start and the end of a block only |")
     return out
 
 
@@ -764,7 +774,7 @@ def child(args) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load0 = os.getloadavg()[0]
     t_all = time.perf_counter()
-    corr = correctness(tools, Truth(), notes)
+    corr = correctness(args.cc_trials, notes)
     ops = op_costs()
     counts = syscall_counts(tools, notes)
     fuse = block_costs(tools, args.rounds, notes, "emulator")
@@ -777,7 +787,7 @@ def child(args) -> int:
         for p in static:
             p.error = "not run"
     costs = cost_table(fuse, static, counts)
-    cpu = cpu_cost(tools, args.cpu_rounds, args.window, notes)
+    cpu = cpu_cost(args.cpu_rounds, args.window, notes)
     took = time.perf_counter() - t_all
     load1 = os.getloadavg()[0]
 
@@ -810,11 +820,13 @@ def child(args) -> int:
         p(line)
     p()
     p(f"Background sampling: CPU % of one core of the whole process over {args.window:g}-s windows while the main "
-      f"thread sleeps; {args.cpu_rounds} interleaved rounds (mean, min - max); 'added' is above the baseline's mean, "
-      "'ratio' divides it by quietwatt's; the rate and package power are what the tool achieved and reported:")
+      f"thread sleeps, each window in a fresh process; {args.cpu_rounds} interleaved rounds (mean, min - max); "
+      "'added' is above the baseline's mean, 'ratio' divides it by quietwatt's; the rate is what the tool achieved, the "
+      "package energy it reported over the whole run is divided by what the emulator served between its first and last read; the last column is the process's CPU and its extra threads in the second "
+      "after `stop()` returned:")
     p()
-    p("| variant | CPU % (mean) | min - max | added (points) | ratio | samples/s | added CPU µs per sample | package W | |")
-    p("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    p("| variant | CPU % (mean) | min - max | added (points) | ratio | samples/s | added CPU µs per sample | package J reported / served, per window | 1 s after `stop()`: CPU % / threads left, per window | |")
+    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for line in cpu:
         p(line)
     if notes:
@@ -830,10 +842,20 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=75)
     ap.add_argument("--cpu-rounds", type=int, default=4)
     ap.add_argument("--window", type=float, default=3.0)
+    ap.add_argument("--cc-trials", type=int, default=3)
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--correct", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--cpu", default=None, help=argparse.SUPPRESS)
     args, _ = ap.parse_known_args()
     if args.one is not None:
         return one(args)
+    if args.correct is not None or args.cpu is not None:
+        import json
+
+        r = correct_one(args.correct) if args.correct is not None else cpu_one(args.cpu, args.window)
+        sys.stdout.flush()
+        print(json.dumps(r))
+        return 0
     if os.environ.get(CHILD_ENV):
         return child(args)
     return parent(sys.argv[1:])
