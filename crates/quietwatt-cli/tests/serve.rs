@@ -319,8 +319,10 @@ fn a_wrapping_counter_never_makes_the_energy_decrease() {
 #[test]
 fn a_counter_reset_is_absorbed_and_counted_never_a_drop_or_a_wrap() {
     // Up for ten minutes (12 kJ in the counter), then a module reload at 1 s.
-    let mut c = EmulatorConfig::default();
-    c.start_offset = Duration::from_secs(600);
+    let c = EmulatorConfig {
+        start_offset: Duration::from_secs(600),
+        ..EmulatorConfig::default()
+    };
     let m = mount(c.with_fault("reset:0/package@1s".parse().unwrap()));
     let server = Server::start(
         m.root(),
