@@ -46,23 +46,36 @@ def open_session(
     domains: Optional[List[str]],
     freq: Optional[float] = None,
     samples_kept: Optional[int] = None,
+    reuse: bool = False,
 ) -> "_quietwatt.Session":
     """A native session, with the mechanism chosen before for this root and
-    domains when none is given."""
+    domains when none is given; with ``reuse``, on the counters an earlier reused
+    session opened (no discovery: what makes a short ``measure()`` cheap)."""
     key = (root, None if domains is None else tuple(domains))
     chosen = mechanism or _CHOSEN.get(key)
     try:
-        session = _quietwatt.Session(root, chosen, domains, freq, samples_kept)
+        session = _quietwatt.Session(root, chosen, domains, freq, samples_kept, reuse)
     except Exception:
         if mechanism is None and chosen is not None:
             # What worked before no longer opens: choose again.
             _CHOSEN.pop(key, None)
-            session = _quietwatt.Session(root, None, domains, freq, samples_kept)
+            session = _quietwatt.Session(root, None, domains, freq, samples_kept, reuse)
         else:
             raise
     if mechanism is None:
         _CHOSEN[key] = session.mechanism
     return session
+
+
+# Whether a root is an emulator's mount point, per root: the mount table is read
+# once, not at every measurement.
+_EMULATOR_ROOTS: Dict[str, bool] = {}
+
+
+def _is_emulator(root: str) -> bool:
+    if root not in _EMULATOR_ROOTS:
+        _EMULATOR_ROOTS[root] = _quietwatt.is_emulator(root)
+    return _EMULATOR_ROOTS[root]
 
 
 def _when(emulate: Emulate) -> str:
@@ -102,7 +115,7 @@ class Environment:
                 "constant power profile), NOT this machine's",
                 stacklevel=3,
             )
-        self.emulated = self._emulator is not None or _quietwatt.is_emulator(self.root)
+        self.emulated = self._emulator is not None or _is_emulator(self.root)
 
     def close(self) -> None:
         """Unmounts the emulator this environment mounted, if any."""

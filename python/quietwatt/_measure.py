@@ -77,7 +77,7 @@ class measure:
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
-            self._session = open_session(env.root, mechanism, domains)
+            self._session = open_session(env.root, mechanism, domains, reuse=True)
         except BaseException:
             env.close()
             raise

@@ -14,6 +14,7 @@ class Session:
         domains: Optional[List[str]] = None,
         freq: Optional[float] = None,
         samples_kept: Optional[int] = None,
+        reuse: bool = False,
     ) -> None: ...
     @property
     def mechanism(self) -> str: ...

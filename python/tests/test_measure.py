@@ -122,3 +122,16 @@ def test_emulate_on_mounts_the_builtin_emulator_for_the_block_and_says_so():
     assert m.emulated and m.total_j > 0
     # The emulator is gone with the block.
     assert emulator_mounts() == before
+
+
+def test_repeated_blocks_reuse_the_opened_counters_and_stay_exact(emu):
+    with qw.measure(root=emu.root, mechanism="powercap"):
+        pass  # opens the counters, which are kept
+    for _ in range(3):
+        emu.reset_served()
+        with qw.measure(root=emu.root, mechanism="powercap") as m:
+            busy(0.02)
+        # The block's two readings are all that reached the counters: nothing was
+        # discovered again (a fresh open reads each counter once more).
+        assert emu.served_detail("package", 0, "powercap")["reads"] == 2
+        assert_matches_served(m, emu, "powercap")

@@ -3,8 +3,23 @@
 
 use crate::errors::{bad_argument, to_py, IntoPy};
 use pyo3::prelude::*;
+use quietwatt::source::Source;
 use quietwatt::{Domain, Hertz, Mechanism, Report, Selection, SessionConfig, SysRoot};
-use std::sync::RwLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, RwLock};
+
+/// What a reused source is kept under: root, mechanism asked for, domains asked for.
+type Key = (String, Option<String>, Option<Vec<String>>);
+
+/// Counters opened by an earlier `measure()` and kept for the next one at the same
+/// root, mechanism and domains: discovering them (zone names, units, ranges,
+/// quirks, about 130 file operations) costs more than the two readings.
+static KEPT: LazyLock<Mutex<HashMap<Key, Box<dyn Source>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn kept() -> std::sync::MutexGuard<'static, HashMap<Key, Box<dyn Source>>> {
+    KEPT.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// The configuration from the Python arguments (already defaulted on the Python
 /// side: `root` is never empty here).
@@ -77,6 +92,8 @@ pub struct Session {
     // Snapshots and windows read under the shared lock, concurrently from any
     // Python thread; `stop` takes the session out under the exclusive one.
     inner: RwLock<Option<quietwatt::Session>>,
+    /// Where its source goes back to when it stops, for a reused one.
+    reuse: Option<Key>,
 }
 
 impl Session {
@@ -103,9 +120,11 @@ impl Session {
 #[pymethods]
 impl Session {
     /// Opens the counters and takes the first reading; with `freq`, starts the
-    /// sampler thread (the GIL is released while it samples).
+    /// sampler thread (the GIL is released while it samples). With `reuse` (and no
+    /// `freq`), the counters opened by an earlier reused session at the same root,
+    /// mechanism and domains are read again instead of discovered anew.
     #[new]
-    #[pyo3(signature = (root, mechanism=None, domains=None, freq=None, samples_kept=None))]
+    #[pyo3(signature = (root, mechanism=None, domains=None, freq=None, samples_kept=None, reuse=false))]
     fn new(
         py: Python<'_>,
         root: &str,
@@ -113,11 +132,31 @@ impl Session {
         domains: Option<Vec<String>>,
         freq: Option<f64>,
         samples_kept: Option<usize>,
+        reuse: bool,
     ) -> PyResult<Session> {
+        let key: Option<Key> = (reuse && freq.is_none()).then(|| {
+            (
+                root.to_string(),
+                mechanism.map(str::to_string),
+                domains.clone(),
+            )
+        });
         let c = config(py, root, mechanism, domains, freq, samples_kept)?;
-        let s = py.detach(|| quietwatt::Session::start(c)).py(py)?;
+        let s = py
+            .detach(|| {
+                let cached = key.as_ref().and_then(|k| kept().remove(k));
+                match cached {
+                    // Counters that no longer read (a module reloaded, a CPU gone)
+                    // are discovered anew.
+                    Some(source) => quietwatt::Session::start_on(source, c.clone())
+                        .or_else(|_| quietwatt::Session::start(c)),
+                    None => quietwatt::Session::start(c),
+                }
+            })
+            .py(py)?;
         Ok(Session {
             inner: RwLock::new(Some(s)),
+            reuse: key,
         })
     }
 
@@ -206,6 +245,13 @@ impl Session {
             return Err(bad_argument(py, "this measurement is already stopped"));
         };
         let channels = s.channels().len();
+        if let Some(key) = &self.reuse {
+            let (report, source) = py.detach(|| s.stop_reusable()).py(py)?;
+            if let Some(source) = source {
+                kept().insert(key.clone(), source);
+            }
+            return Ok((json(&report), columns(Vec::new(), channels)));
+        }
         let (report, rows) = py.detach(|| s.stop_with_samples()).py(py)?;
         Ok((json(&report), columns(rows, channels)))
     }

@@ -159,7 +159,24 @@ impl Session {
                     .into(),
             });
         }
-        let mut source = source::open(&config.root, config.mechanism, &config.domains)?;
+        let source = source::open(&config.root, config.mechanism, &config.domains)?;
+        Session::start_on(source, config)
+    }
+
+    /// Like [`Session::start`], on counters already opened: no discovery (zone
+    /// names, units, ranges, quirks), only the first reading. The source comes from
+    /// [`Session::stop_reusable`] of an earlier session (or [`source::open`]); the
+    /// config's rate and buffer apply, its root, mechanism and domains are the
+    /// source's. A caller that measures many short regions keeps one source.
+    pub fn start_on(mut source: Box<dyn Source>, config: SessionConfig) -> Result<Session> {
+        if source.mode() != crate::source::Mode::Polled {
+            return Err(Error::MechanismUnavailable {
+                mechanism: source.mechanism().name(),
+                why: "a session reads the counters from user space, and this source samples \
+                      in the kernel and is drained in batches"
+                    .into(),
+            });
+        }
         let mechanism = source.mechanism();
         let channels: Vec<DomainId> = source.channels().iter().map(|c| c.id).collect();
         let meter = Meter::new(Box::new(Fed::of(source.as_ref())));
@@ -301,10 +318,27 @@ impl Session {
         self.stop_with_samples().map(|(r, _)| r)
     }
 
+    /// Like [`Session::stop`], handing back the opened counters for
+    /// [`Session::start_on`] when the session had no rate (with one, the sampler
+    /// thread owned them and closed them: `None`).
+    pub fn stop_reusable(mut self) -> Result<(Report, Option<Box<dyn Source>>)> {
+        let (report, _) = self.finish()?;
+        let source = self
+            .polled
+            .take()
+            .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
+        Ok((report, source))
+    }
+
     /// Like [`Session::stop`], with the rows still in the buffer, the last
     /// reading's included: with the rows drained before and the energy of those
     /// dropped ([`SampleStats::dropped_energy_j`]), they add up to the report.
     pub fn stop_with_samples(mut self) -> Result<(Report, Vec<SampleRow>)> {
+        self.finish()
+    }
+
+    /// The last reading, the thread joined, the final report and rows.
+    fn finish(&mut self) -> Result<(Report, Vec<SampleRow>)> {
         self.read_now()?;
         let counts = self.join();
         let mut st = self.state();
