@@ -315,6 +315,14 @@ fn zone(t: &mut Tree, parent: Ino, class: Ino, spec: ZoneSpec<'_>, energy_mode: 
     let hide = t.node_mut(z).hide_if.clone();
     let link = t.symlink(class, spec.id, &format!("{VIRTUAL}/{}", spec.path));
     t.node_mut(link).hide_if = hide;
+    // As the kernel's device model: every zone links back to its class (readers
+    // such as CodeCarbon look for it; a reader that walks zones must not follow it).
+    let depth = 3 + spec.path.split('/').count();
+    t.symlink(
+        z,
+        "subsystem",
+        &format!("{}class/powercap", "../".repeat(depth)),
+    );
     t.attr(z, "name", spec.name);
     t.file(z, "energy_uj", energy_mode, Content::EnergyUj(spec.counter));
     t.file(
@@ -357,6 +365,7 @@ fn powercap(t: &mut Tree, config: &EmulatorConfig, truth: &GroundTruth) {
 
     let ct = t.dir(virt, "intel-rapl");
     t.attr_rw(ct, "enabled", 1);
+    t.symlink(ct, "subsystem", "../../../../class/powercap");
     t.symlink(class, "intel-rapl", &format!("{VIRTUAL}/intel-rapl"));
 
     let mut sockets: Vec<u32> = (0..config.sockets).collect();
@@ -597,6 +606,7 @@ mod tests {
             top,
             [
                 "enabled",
+                "subsystem",
                 "intel-rapl:0",
                 "intel-rapl:1",
                 "intel-rapl:2",
@@ -604,6 +614,18 @@ mod tests {
             ]
         );
         assert_eq!(text(&t, &format!("{base}/intel-rapl:2/name")), "psys-1\n");
+        // Each zone links back to its class, as the kernel's device model does.
+        match &t
+            .get(
+                t.resolve(&format!("{base}/intel-rapl:2/subsystem"))
+                    .unwrap(),
+            )
+            .unwrap()
+            .kind
+        {
+            Kind::Symlink(target) => assert_eq!(target, "../../../../../class/powercap"),
+            other => panic!("subsystem is {other:?}"),
+        }
         assert_eq!(
             text(&t, &format!("{base}/intel-rapl:3/name")),
             "package-2\n"
@@ -611,7 +633,7 @@ mod tests {
 
         let c = EmulatorConfig::intel(0x8F).with_psys_disabled();
         let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
-        assert_eq!(names(&t, base), ["enabled", "intel-rapl:0"]);
+        assert_eq!(names(&t, base), ["enabled", "subsystem", "intel-rapl:0"]);
         assert!(names(&t, "sys/devices/power/events").contains(&"energy-psys".to_string()));
         let c = EmulatorConfig::default().with_psys_disabled();
         let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
