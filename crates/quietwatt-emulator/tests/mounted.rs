@@ -1055,7 +1055,8 @@ fn psys_zones(m: &Mounted) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for e in fs::read_dir(m.path("sys/devices/virtual/powercap/intel-rapl")).unwrap() {
         let id = e.unwrap().file_name().into_string().unwrap();
-        if id == "enabled" {
+        // Zones only (not `enabled`, nor the `subsystem` link back to the class).
+        if !id.starts_with("intel-rapl:") {
             continue;
         }
         let name = m.zone(&id, "name").trim().to_string();
