@@ -30,8 +30,9 @@
 //! - [`events`]: OS events (C-states, wake-ups, context switches, page faults) counted
 //!   in the kernel on the energy's clock, and the wake-up experiment; [`trace`]: a
 //!   recording read back and converted to the Chrome JSON trace format.
-//! - [`lab`]: the overhead lab: primitive latencies, workloads, overhead experiments,
-//!   the papers' statistics.
+//! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
+//!   Hodges-Lehmann) and least squares with intervals, checked against SciPy.
+//! - [`lab`]: the overhead lab: primitive latencies, workloads, overhead experiments.
 //! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
 //!   by paper 003's method, attribution of a command's energy to them, validation.
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
@@ -129,6 +130,7 @@ pub mod sampler;
 pub mod session;
 pub mod sink;
 pub mod source;
+pub mod stats;
 /// The buffered mechanisms live with the others, in `source`; the old path stays.
 pub use source::inkernel;
 pub mod ticker;

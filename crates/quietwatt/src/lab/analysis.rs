@@ -3,7 +3,7 @@
 //! power), with Holm's adjustment over the table (paper 002, Appendix A and B).
 
 use crate::lab::results::{Measurement, RunRecord};
-use crate::lab::stats::{self, Comparison};
+use crate::stats::{self, Comparison};
 
 /// One line of the statistics table: a combination against its workload's baseline.
 #[derive(Debug, Clone)]

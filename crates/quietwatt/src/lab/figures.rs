@@ -6,7 +6,7 @@ use crate::lab::analysis::{analyze, is_idle, BUSY_FRACTION, POWER};
 use crate::lab::plan::freq_text;
 use crate::lab::plot::{boxplot_svg, lines_svg, Line, Series};
 use crate::lab::results::{Measurement, RunRecord};
-use crate::lab::stats;
+use crate::stats;
 
 /// The medians per frequency of one metric, per monitor, for one workload, with
 /// the baseline's median.

@@ -20,7 +20,7 @@
 //! is an emulator (FUSE) is labelled "emulated (FUSE)": its latency is the
 //! emulator's, not the kernel's.
 
-use crate::lab::stats::quantile_sorted;
+use crate::stats::quantile_sorted;
 use crate::rng::XorShift;
 use crate::root::SysRoot;
 use crate::source::{msr, perf, powercap, Selection};

@@ -2,8 +2,9 @@
 //! user can show on their own machine what monitoring costs and whether it changed
 //! their result.
 //!
-//! - [`stats`]: the papers' statistics (IQR outliers, one-sided Wilcoxon rank-sum,
-//!   Holm-Bonferroni, Hodges-Lehmann shift), checked against SciPy.
+//! - the papers' statistics (IQR outliers, one-sided Wilcoxon rank-sum,
+//!   Holm-Bonferroni, Hodges-Lehmann shift) are [`crate::stats`]: the engine uses
+//!   them too.
 //! - [`latency`]: the cost of each primitive a reader is built from (paper 002,
 //!   Table III), timed with serialized rdtsc.
 //! - [`workload`]: EP-like, CG-like and idle kernels that time their own solve.
@@ -19,7 +20,6 @@
 pub mod analysis;
 pub mod experiment;
 pub mod figures;
-pub mod fit;
 pub mod latency;
 mod os;
 pub mod plan;
@@ -29,5 +29,4 @@ pub mod png;
 pub mod report;
 pub mod results;
 pub mod run;
-pub mod stats;
 pub mod workload;

@@ -5,7 +5,7 @@ use crate::lab::analysis::{
     analyze_metric, is_idle, Metric, ReportRow, BUSY_FRACTION, POWER, WORKLOAD_TIME,
 };
 use crate::lab::results::RunRecord;
-use crate::lab::stats::{self, StatsError};
+use crate::stats::{self, StatsError};
 
 fn fmt_p(p: f64) -> String {
     if p < 0.001 {

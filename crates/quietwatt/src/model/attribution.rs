@@ -17,7 +17,7 @@ use super::file::Model;
 use super::Family;
 use crate::error::Result;
 use crate::events::{CpuidleStates, Event, EventCounters};
-use crate::lab::stats::excludes;
+use crate::stats::excludes;
 use crate::root::SysRoot;
 use serde::Serialize;
 use std::fmt::Write as _;

@@ -293,7 +293,7 @@ impl Model {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::lab::fit::ols;
+    use crate::stats::fit::ols;
 
     pub(crate) fn sample_model() -> Model {
         let mut m = Model::new(

@@ -27,8 +27,8 @@ pub mod counters;
 pub mod ctxswitch;
 pub mod energy;
 pub mod file;
-/// Ordinary least squares with intervals: it lives with the lab's statistics, which events use too.
-pub use crate::lab::fit;
+/// Ordinary least squares with intervals: it lives with the engine's statistics, which events use too.
+pub use crate::stats::fit;
 pub mod plot;
 pub mod scenario;
 pub mod sweep;

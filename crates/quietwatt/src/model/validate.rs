@@ -16,7 +16,7 @@ use super::file::Model;
 use super::scenario::{in_forked_children, Buffer};
 use super::{page_size, Family, Measured};
 use crate::error::{Error, Result};
-use crate::lab::stats::median;
+use crate::stats::median;
 use crate::rng::XorShift;
 use serde::Serialize;
 use std::collections::BTreeMap;

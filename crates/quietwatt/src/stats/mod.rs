@@ -4,11 +4,15 @@
 //! distribution-free confidence interval, and the relative overhead in percent.
 //!
 //! Every function is checked against SciPy and statsmodels in
-//! `tests/lab_stats.rs` (vectors made by `tests/vectors/make_stats_vectors.py`).
+//! `tests/stats.rs` (vectors made by `tests/vectors/make_stats_vectors.py`).
 //!
 //! Nothing here returns NaN or panics on user data: a question the data cannot
 //! answer (too few samples, every value equal, a NaN in the input) is a
 //! [`StatsError`], which reads as a sentence in a report.
+//!
+//! They live in the engine, not the overhead lab, because the engine uses them too:
+//! `repeat` (intervals and tests of repeated runs), `events` (fits and weighted
+//! means); [`fit`] is least squares with intervals, for the events and the models.
 //!
 //! Conventions, so that figures can be compared with other tools:
 //! - quantiles are linear interpolation between order statistics (R type 7, the
@@ -22,6 +26,8 @@
 //!   differs).
 
 use serde::Serialize;
+
+pub mod fit;
 
 // The rank tests, the location shift and Student's t are apart from the data's
 // preparation (quantiles, outliers) and the paper's whole comparison, which uses them.
