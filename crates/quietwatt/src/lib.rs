@@ -32,6 +32,7 @@
 //!   recording read back and converted to the Chrome JSON trace format.
 //! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
 //!   Hodges-Lehmann) and least squares with intervals, checked against SciPy.
+//! - [`plot`]: box, line and scatter plots as SVG documents, written by hand.
 //! - [`lab`]: the overhead lab: primitive latencies, workloads, overhead experiments.
 //! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
 //!   by paper 003's method, attribution of a command's energy to them, validation.
@@ -122,6 +123,7 @@ pub mod lab;
 pub mod meter;
 pub mod model;
 pub mod overhead;
+pub mod plot;
 pub mod quirks;
 pub mod record;
 pub mod repeat;

@@ -12,9 +12,9 @@
 
 use super::recorder::{EventTotals, TraceTotals};
 use super::Event;
+use crate::meter::EnergyReport;
 use crate::stats::fit::hc3_slope_se;
 use crate::stats::{excludes, student_t_quantile};
-use crate::meter::EnergyReport;
 use serde::Serialize;
 use std::fmt;
 

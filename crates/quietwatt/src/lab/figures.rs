@@ -4,8 +4,8 @@
 
 use crate::lab::analysis::{analyze, is_idle, BUSY_FRACTION, POWER};
 use crate::lab::plan::freq_text;
-use crate::lab::plot::{boxplot_svg, lines_svg, Line, Series};
 use crate::lab::results::{Measurement, RunRecord};
+use crate::plot::{boxplot_svg, lines_svg, Line, Series};
 use crate::stats;
 
 /// The medians per frequency of one metric, per monitor, for one workload, with

@@ -20,10 +20,10 @@
 //! is an emulator (FUSE) is labelled "emulated (FUSE)": its latency is the
 //! emulator's, not the kernel's.
 
-use crate::stats::quantile_sorted;
 use crate::rng::XorShift;
 use crate::root::SysRoot;
 use crate::source::{msr, perf, powercap, Selection};
+use crate::stats::quantile_sorted;
 use serde::Serialize;
 use std::fs::File;
 use std::hint::black_box;

@@ -12,8 +12,9 @@
 //!   interleaved, recorded to a resumable CSV, analysed into the Appendix A table;
 //!   its parts are [`plan`], [`results`], [`run`], [`analysis`], [`report`] and
 //!   [`figures`], each re-exported there.
-//! - [`plot`]: box plots of run time per monitor and frequency, and lines against
-//!   the sampling frequency, as SVG.
+//! - [`figures`]: box plots of run time per monitor and frequency, and lines against
+//!   the sampling frequency, as SVG (drawn by [`crate::plot`], which the energy
+//!   models use too).
 //! - `png` (the `png` cargo feature, on by default): those plots rasterized to PNG,
 //!   for viewers that show no SVG.
 
@@ -23,7 +24,6 @@ pub mod figures;
 pub mod latency;
 mod os;
 pub mod plan;
-pub mod plot;
 #[cfg(feature = "png")]
 pub mod png;
 pub mod report;

@@ -1,7 +1,8 @@
 //! Box plots as SVG, written by hand: a plot is a few rectangles, lines and labels,
 //! and writing them needs no plotting crate. Each series is one `<g class="series">`
 //! carrying its name in `data-label`, so that a test (or a script) can find it.
-//! [`png`](crate::lab::png) rasterizes these documents for viewers without SVG.
+//! They draw the overhead lab's figures and the energy models' regressions; the
+//! lab's `png` module rasterizes them for viewers without SVG.
 //!
 //! A box spans the first to the third quartile with a line at the median; the
 //! whiskers reach the furthest values within 1.5 IQR of the box (Tukey), and the
