@@ -28,8 +28,9 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-// The stand-in source is the crate's own (the `pread-stand-in` lab monitor, the
-// tests) and public only with the `testing` feature: it is not energy.
+// The stand-in source is for tests and the lab's `pread-stand-in` monitor
+// (quietwatt-lab asks for `testing`), public only with the `testing` feature: it is
+// not energy.
 mod stand_in;
 #[cfg(any(test, feature = "testing"))]
 pub use stand_in::StandIn;

@@ -1,5 +1,5 @@
 //! The runs of a model, interleaved as the overhead lab interleaves its runs
-//! ([`crate::lab::experiment`]): round after round, every (scenario, count) pair
+//! (`quietwatt_lab::experiment`): round after round, every (scenario, count) pair
 //! once per round in an order shuffled anew each round (seeded), so that a drift
 //! of the machine (temperature, another tenant of the VM) spreads over every
 //! scenario instead of biasing the last one.

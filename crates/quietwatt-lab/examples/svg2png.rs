@@ -4,13 +4,13 @@
 //! `docs/overhead-runs/`.
 //!
 //! ```text
-//! cargo run -p quietwatt --example svg2png -- docs/overhead-runs/*/*.svg
+//! cargo run -p quietwatt-lab --example svg2png -- docs/overhead-runs/*/*.svg
 //! ```
 //!
 //! An example rather than a `quietwatt` subcommand: converting files is not what
 //! the tool is for, and the CLI already writes both formats.
 
-use quietwatt::lab::png::PngRenderer;
+use quietwatt_lab::png::PngRenderer;
 use std::path::Path;
 use std::process::ExitCode;
 

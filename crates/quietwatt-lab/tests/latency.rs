@@ -3,8 +3,8 @@
 //! kernel's RAPL say so. (Timings themselves are not asserted: they belong to
 //! BENCHMARKS.md.)
 
-use quietwatt::lab::latency::{run, LatencyConfig, Row};
 use quietwatt::SysRoot;
+use quietwatt_lab::latency::{run, LatencyConfig, Row};
 
 fn small(root: SysRoot) -> LatencyConfig {
     LatencyConfig {

@@ -2,7 +2,7 @@
 //! and flushed as soon as the run ends, read back on a restart (a half-written
 //! last line from a kill cut off first) so that an interrupted plan resumes.
 
-use crate::lab::plan::{io_err, ExperimentError, RunKey};
+use crate::plan::{io_err, ExperimentError, RunKey};
 use serde::Serialize;
 use std::fmt;
 use std::fs::{File, OpenOptions};

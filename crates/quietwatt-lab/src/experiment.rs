@@ -1,7 +1,7 @@
 //! Overhead experiments by the protocol of paper 002 (Section V-A): a plan of
 //! workloads × monitors × frequencies × repetitions, run in interleaved rounds,
 //! recorded run by run to a CSV file that survives an interruption, then analysed
-//! with [`stats`](crate::stats) into the table of the paper's Appendix A.
+//! with [`stats`](quietwatt::stats) into the table of the paper's Appendix A.
 //!
 //! **The plan.** A combination is a workload, a monitor and a sampling frequency;
 //! the baseline (monitor `none`) has no frequency and is one combination per
@@ -34,24 +34,22 @@
 //! statistics), [`report`](super::report) (Markdown) and
 //! [`figures`](super::figures) (SVG).
 
-pub use crate::lab::analysis::{
+pub use crate::analysis::{
     analyze, analyze_metric, is_idle, Metric, ReportRow, BUSY_FRACTION, POWER, WORKLOAD_TIME,
 };
-pub use crate::lab::figures::{boxplots, file_slug, idle_plots};
-pub use crate::lab::plan::{
+pub use crate::figures::{boxplots, file_slug, idle_plots};
+pub use crate::plan::{
     parse_builtin, Combo, CommandFactory, ExperimentError, Monitor, Plan, QuietwattSource, RunKey,
     Slot, Workload, WorkloadCommand, DEFAULT_SEED,
 };
-pub use crate::lab::report::{idle_markdown, markdown, table_markdown};
-pub use crate::lab::results::{parse_csv, Measurement, Results, RunRecord, CSV_COLUMNS};
-pub use crate::lab::run::{
-    execute, open_monitor_source, Executed, Executor, ProcessExecutor, Progress,
-};
+pub use crate::report::{idle_markdown, markdown, table_markdown};
+pub use crate::results::{parse_csv, Measurement, Results, RunRecord, CSV_COLUMNS};
+pub use crate::run::{execute, open_monitor_source, Executed, Executor, ProcessExecutor, Progress};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::plan::test_plan as plan;
+    use crate::plan::test_plan as plan;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 

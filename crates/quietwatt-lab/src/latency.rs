@@ -20,10 +20,10 @@
 //! is an emulator (FUSE) is labelled "emulated (FUSE)": its latency is the
 //! emulator's, not the kernel's.
 
-use crate::rng::XorShift;
-use crate::root::SysRoot;
-use crate::source::{msr, perf, powercap, Selection};
-use crate::stats::quantile_sorted;
+use quietwatt::rng::XorShift;
+use quietwatt::root::SysRoot;
+use quietwatt::source::{msr, perf, powercap, Selection};
+use quietwatt::stats::quantile_sorted;
 use serde::Serialize;
 use std::fs::File;
 use std::hint::black_box;
@@ -194,7 +194,7 @@ fn ticks() -> u64 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn ticks() -> u64 {
-    crate::ticker::monotonic_ns()
+    quietwatt::ticker::monotonic_ns()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -216,7 +216,7 @@ fn calibrate() -> (f64, TimerInfo) {
             let mut best = (u64::MAX, 0u64, 0u64);
             for _ in 0..16 {
                 let a = ticks();
-                let ns = crate::ticker::monotonic_ns();
+                let ns = quietwatt::ticker::monotonic_ns();
                 let b = ticks();
                 if b.wrapping_sub(a) < best.0 {
                     best = (b.wrapping_sub(a), a + (b.wrapping_sub(a)) / 2, ns);
@@ -565,7 +565,7 @@ fn powercap_rows(b: &mut Bench, root: &SysRoot) {
                         "powercap pread",
                         &target,
                         None,
-                        crate::error::Error::io(&path, e).to_string(),
+                        quietwatt::error::Error::io(&path, e).to_string(),
                     ),
                 }
             }
@@ -716,7 +716,7 @@ fn msr_rows(b: &mut Bench, root: &SysRoot, b_cpu: usize) {
                 "msr pread",
                 &target,
                 label,
-                crate::error::Error::io(&path, e).to_string(),
+                quietwatt::error::Error::io(&path, e).to_string(),
             ),
         }
     }

@@ -9,17 +9,17 @@
 //! executable by its command line: the CLI knows that, and hands it over as a
 //! command.
 
-use crate::lab::os::{children_rusage, rusage_figures, status_text, wait4, IdleSnapshot};
-use crate::lab::plan::{
+use crate::os::{children_rusage, rusage_figures, status_text, wait4, IdleSnapshot};
+use crate::plan::{
     ExperimentError, Monitor, Plan, QuietwattSource, RunKey, Slot, Workload, WorkloadCommand,
 };
-use crate::lab::results::{Measurement, Results, RunRecord};
-use crate::meter::Meter;
-use crate::record::EngineConfig;
-use crate::root::SysRoot;
-use crate::sampler::Rate;
-use crate::source::{self, Selection, Source};
-use crate::ticker::Hertz;
+use crate::results::{Measurement, Results, RunRecord};
+use quietwatt::meter::Meter;
+use quietwatt::record::EngineConfig;
+use quietwatt::root::SysRoot;
+use quietwatt::sampler::Rate;
+use quietwatt::source::{self, Selection, Source};
+use quietwatt::ticker::Hertz;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -321,7 +321,7 @@ impl ProcessExecutor {
         let t0 = Instant::now();
         // The engine's own command measurement: sampling starts before the spawn and
         // ends at the exit (pidfd), as `quietwatt run` does.
-        match crate::command::measure(&mut meter, &mut wp.cmd, &config) {
+        match quietwatt::command::measure(&mut meter, &mut wp.cmd, &config) {
             Ok(mc) => {
                 let wall = t0.elapsed();
                 let cpu = rusage_figures(&children_rusage()).0 - rusage_figures(&before).0;
@@ -444,17 +444,20 @@ impl ProcessExecutor {
 }
 
 /// Opens what a quietwatt monitor reads.
-pub fn open_monitor_source(root: &SysRoot, src: QuietwattSource) -> crate::Result<Box<dyn Source>> {
+pub fn open_monitor_source(
+    root: &SysRoot,
+    src: QuietwattSource,
+) -> quietwatt::Result<Box<dyn Source>> {
     match src {
         QuietwattSource::Mechanism(m) => source::open(root, Some(m), &Selection::all()),
         QuietwattSource::PerfStandIn => {
-            use crate::domain::{Domain, DomainId};
-            use crate::source::perf::{EventSpec, PerfEvents};
-            use crate::units::EnergyUnit;
             use perf_event_open_sys::bindings::{PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
+            use quietwatt::domain::{Domain, DomainId};
+            use quietwatt::source::perf::{EventSpec, PerfEvents};
+            use quietwatt::units::EnergyUnit;
             // One event per package, on its first CPU, as the RAPL PMU lists them
             // (software events exist on every Linux: the real kernel's topology).
-            let topo = crate::topology::Topology::read(&SysRoot::default())?;
+            let topo = quietwatt::topology::Topology::read(&SysRoot::default())?;
             let specs = topo
                 .packages()
                 .into_iter()
@@ -471,7 +474,7 @@ pub fn open_monitor_source(root: &SysRoot, src: QuietwattSource) -> crate::Resul
                 .collect();
             Ok(Box::new(PerfEvents::from_specs(specs)?))
         }
-        QuietwattSource::PreadStandIn => Ok(Box::new(crate::bench::StandIn::open(
+        QuietwattSource::PreadStandIn => Ok(Box::new(quietwatt::bench::StandIn::open(
             &SysRoot::default(),
             2,
         )?)),
@@ -563,7 +566,7 @@ fn command_line(cmd: &Command) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::plan::{test_plan as plan, CommandFactory};
+    use crate::plan::{test_plan as plan, CommandFactory};
 
     /// Raises the stop flag during its third run, as Ctrl-C would.
     struct Interrupted<'a> {
@@ -640,8 +643,8 @@ mod tests {
                 Workload::process("reports", sh(r#"echo '{"solve_s": 0.25}'"#)),
                 Workload::process("silent", sh("true")),
                 Workload::builtin(
-                    &crate::lab::workload::Spec {
-                        kind: crate::lab::workload::Kind::Idle,
+                    &crate::workload::Spec {
+                        kind: crate::workload::Kind::Idle,
                         size: 1,
                         threads: 1,
                     },

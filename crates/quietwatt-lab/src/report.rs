@@ -1,11 +1,11 @@
 //! The report's text: the Appendix A table in Markdown, the protocol above it,
 //! the baselines and failed runs below it, and the tables of the idle runs.
 
-use crate::lab::analysis::{
+use crate::analysis::{
     analyze_metric, is_idle, Metric, ReportRow, BUSY_FRACTION, POWER, WORKLOAD_TIME,
 };
-use crate::lab::results::RunRecord;
-use crate::stats::{self, StatsError};
+use crate::results::RunRecord;
+use quietwatt::stats::{self, StatsError};
 
 fn fmt_p(p: f64) -> String {
     if p < 0.001 {
@@ -164,9 +164,9 @@ pub fn idle_markdown(records: &[RunRecord]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::analysis::analyze;
-    use crate::lab::plan::RunKey;
-    use crate::lab::results::Measurement;
+    use crate::analysis::analyze;
+    use crate::plan::RunKey;
+    use crate::results::Measurement;
 
     #[test]
     fn a_report_without_tests_says_none_was_made() {

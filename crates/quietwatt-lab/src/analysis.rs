@@ -2,8 +2,8 @@
 //! workload's baseline, one metric at a time (workload time, busy fraction,
 //! power), with Holm's adjustment over the table (paper 002, Appendix A and B).
 
-use crate::lab::results::{Measurement, RunRecord};
-use crate::stats::{self, Comparison};
+use crate::results::{Measurement, RunRecord};
+use quietwatt::stats::{self, Comparison};
 
 /// One line of the statistics table: a combination against its workload's baseline.
 #[derive(Debug, Clone)]

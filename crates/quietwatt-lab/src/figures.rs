@@ -2,11 +2,11 @@
 //! frequency (paper 002, Fig. 7 and 8), and lines of the idle runs against the
 //! sampling frequency (Fig. 11 to 13).
 
-use crate::lab::analysis::{analyze, is_idle, BUSY_FRACTION, POWER};
-use crate::lab::plan::freq_text;
-use crate::lab::results::{Measurement, RunRecord};
-use crate::plot::{boxplot_svg, lines_svg, Line, Series};
-use crate::stats;
+use crate::analysis::{analyze, is_idle, BUSY_FRACTION, POWER};
+use crate::plan::freq_text;
+use crate::results::{Measurement, RunRecord};
+use quietwatt::plot::{boxplot_svg, lines_svg, Line, Series};
+use quietwatt::stats;
 
 /// The medians per frequency of one metric, per monitor, for one workload, with
 /// the baseline's median.

@@ -3,10 +3,10 @@
 //! caller builds), the combinations of workload × monitor × frequency, and the
 //! seeded, interleaved schedule of their repetitions.
 
-use crate::lab::workload::{self, Kind};
-use crate::rng::XorShift;
-use crate::source::Mechanism;
-use crate::ticker::Hertz;
+use crate::workload::{self, Kind};
+use quietwatt::rng::XorShift;
+use quietwatt::source::Mechanism;
+use quietwatt::ticker::Hertz;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -168,7 +168,7 @@ pub enum QuietwattSource {
     /// The software event `cpu-clock` through the perf mechanism's code, one event
     /// per package: the cost of perf reads where no RAPL PMU exists. Not energy.
     PerfStandIn,
-    /// One pread of a sysfs file per channel ([`crate::bench::StandIn`]): the cost
+    /// One pread of a sysfs file per channel ([`quietwatt::bench::StandIn`]): the cost
     /// of powercap reads where no RAPL exists. Not energy.
     PreadStandIn,
 }
