@@ -15,10 +15,10 @@
 use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::file::Model;
 use super::Family;
-use crate::error::Result;
-use crate::events::{CpuidleStates, Event, EventCounters};
-use crate::root::SysRoot;
-use crate::stats::excludes;
+use quietwatt::error::Result;
+use quietwatt::events::{CpuidleStates, Event, EventCounters};
+use quietwatt::root::SysRoot;
+use quietwatt::stats::excludes;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ pub struct Attributor {
 
 /// Every online CPU's cpuidle `usage` counters (this machine's), read once.
 fn open_idle_usage() -> std::result::Result<(EventCounters, Vec<u64>), String> {
-    let cpus = crate::events::online_cpus().map_err(|e| e.to_string())?;
+    let cpus = quietwatt::events::online_cpus().map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
     let states =
         CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).map_err(|e| e.to_string())?;
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn counts_are_priced_and_labelled() {
-        let m = crate::model::file::tests::sample_model();
+        let m = crate::file::tests::sample_model();
         let a = estimate(
             &m,
             "m.json",
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn every_estimate_carries_its_interval_and_the_total_adds_them_in_quadrature() {
-        let mut m = crate::model::file::tests::sample_model();
+        let mut m = crate::file::tests::sample_model();
         let mut c = m.families[0].clone();
         c.family = Family::Ctxswitch;
         c.costs[0].scenario = "pingpong".into();
@@ -515,7 +515,7 @@ mod tests {
 
     #[test]
     fn system_wide_wakeups_are_priced_apart_from_the_commands_total() {
-        let mut m = crate::model::file::tests::sample_model();
+        let mut m = crate::file::tests::sample_model();
         let mut w = m.families[0].clone();
         w.family = Family::Wakeup;
         w.costs[0].scenario = "wakeup".into();
@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn an_energy_cost_indistinguishable_from_zero_is_not_priced() {
-        let mut m = crate::model::file::tests::sample_model();
+        let mut m = crate::file::tests::sample_model();
         m.families[0].costs[0].total_joules_ci = Some([-1e-5, 7e-5]);
         let a = estimate(&m, "m.json", &[(SoftwareEvent::MinorFaults, 1000)], Ok(0));
         assert_eq!(

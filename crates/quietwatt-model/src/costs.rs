@@ -3,9 +3,9 @@
 //! the scenario's slope less the baseline's slope (the same work without the event).
 
 use super::file::{EventCost, FamilyModel, Run, ScenarioFit};
-use super::fit::{ols, slope_difference, Fit};
 use super::XAxis;
-use crate::error::Result;
+use quietwatt::error::Result;
+use quietwatt::stats::fit::{ols, slope_difference, Fit};
 
 /// Fits every scenario of `family` that has enough runs and prices its event,
 /// replacing `fits`, `costs` and the fit notes. `channels` is the number of energy
@@ -117,8 +117,8 @@ pub fn fit_scenario(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::file::PlannedScenario;
-    use crate::model::{Family, ScenarioSpec};
+    use crate::file::PlannedScenario;
+    use crate::{Family, ScenarioSpec};
     use std::collections::BTreeMap;
 
     fn spec(name: &str, baseline: bool) -> PlannedScenario {

@@ -1,14 +1,14 @@
 //! perf software counters on one task (a thread, a child process), as opposed to the
-//! system-wide per-CPU counters of [`crate::events`]: a model counts the events of
+//! system-wide per-CPU counters of [`quietwatt::events`]: a model counts the events of
 //! the scenario it runs, and `run --model` those of the command it measures.
 
-use crate::error::{Error, Result};
-use crate::source::perf::read_count;
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ,
     PERF_COUNT_HW_CACHE_RESULT_MISS, PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_PAGE_FAULTS_MAJ,
     PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_HW_CACHE, PERF_TYPE_SOFTWARE,
 };
+use quietwatt::error::{Error, Result};
+use quietwatt::source::perf::read_count;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -197,8 +197,8 @@ mod tests {
         let before = c.read().unwrap();
         // 64 fresh pages touched once each: at least 64 faults (the allocator may
         // hand back pages already mapped, so touch a fresh mapping).
-        let page = crate::model::page_size();
-        let b = crate::model::scenario::Buffer::map(64, page).unwrap();
+        let page = crate::page_size();
+        let b = crate::scenario::Buffer::map(64, page).unwrap();
         b.touch();
         let after = c.read().unwrap();
         assert!(after - before >= 64, "{}", after - before);

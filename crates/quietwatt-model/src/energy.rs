@@ -1,10 +1,10 @@
 //! The energy of one measured interval: the engine's [`Meter`] read just before and
 //! just after it, or nothing where no source opens (the time model stands alone).
 
-use crate::domain::total_members;
-use crate::error::Result;
-use crate::meter::Meter;
-use crate::source::Source;
+use quietwatt::domain::total_members;
+use quietwatt::error::Result;
+use quietwatt::meter::Meter;
+use quietwatt::source::Source;
 use serde::{Deserialize, Serialize};
 
 /// One energy counter as a model file names it.

@@ -5,11 +5,11 @@
 //! progress and the file on disk is always whole.
 
 use super::energy::ChannelName;
-use super::fit::Fit;
 use super::{Family, ScenarioSpec, XAxis};
-use crate::cpuinfo::CpuInfo;
-use crate::error::{Error, Result};
-use crate::root::SysRoot;
+use quietwatt::cpuinfo::CpuInfo;
+use quietwatt::error::{Error, Result};
+use quietwatt::root::SysRoot;
+use quietwatt::stats::fit::Fit;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -293,7 +293,7 @@ impl Model {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::stats::fit::ols;
+    use quietwatt::stats::fit::ols;
 
     pub(crate) fn sample_model() -> Model {
         let mut m = Model::new(

@@ -1,9 +1,12 @@
-//! Energy models of OS events, by the method of paper 003 (Lanoë, Guillot, Senn):
+//! quietwatt-model: energy models of OS events, by the method of paper 003 (Lanoë, Guillot, Senn):
 //! generate scenarios with a known number of one event, measure time and energy of
 //! each run, regress both on the event count, and read the cost of one event from
 //! the slope less the slope of a baseline scenario that does the same work without
 //! the event. Then use the costs to attribute part of a command's energy to its
-//! events, and check the model on an application it was not fitted on.
+//! events, and check the model on an application it was not fitted on. It runs on
+//! the `quietwatt` engine (its meter, its OS events, its statistics) and is used by
+//! the command line (`quietwatt model`, `quietwatt run --model`); the engine never
+//! depends on it.
 //!
 //! Modules, one concept each:
 //! - [`counters`]: perf software counters on one task (faults, context switches),
@@ -13,13 +16,32 @@
 //! - [`ctxswitch`]: a pipe ping-pong between two threads on one CPU, and its
 //!   no-switch baseline;
 //! - [`wakeup`]: wake-ups from idle, by the caller/callee experiment of
-//!   [`crate::events::wakeup`];
+//!   [`quietwatt::events::wakeup`];
 //! - [`sweep`]: the interleaved schedule of runs (round after round, shuffled);
-//! - [`fit`]: least squares with intervals;
+//! - least squares with intervals is [`quietwatt::stats::fit`], which the engine's
+//!   event summaries use too;
 //! - [`costs`]: runs to fits to per-event costs;
-//! - [`file`]: the model as data (JSON), written as it grows;
+//! - [`file`](mod@file): the model as data (JSON), written as it grows;
 //! - [`attribution`]: a command's events priced with a model;
 //! - [`validate`]: the paper's validation on a built-in application kernel.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use quietwatt_model::{Family, Model};
+//!
+//! // A model written by `quietwatt model all -o model.json`.
+//! let model = Model::load(std::path::Path::new("model.json"))?;
+//! for family in Family::ALL {
+//!     if let Some(f) = model.family(family) {
+//!         for c in &f.costs {
+//!             println!("{}: {:.3e} s per event", family.name(), c.seconds_per_event);
+//!         }
+//!     }
+//! }
+//! # Ok::<(), quietwatt::Error>(())
+//! ```
+#![deny(missing_docs)]
 
 pub mod attribution;
 pub mod costs;
@@ -27,8 +49,6 @@ pub mod counters;
 pub mod ctxswitch;
 pub mod energy;
 pub mod file;
-/// Ordinary least squares with intervals: it lives with the engine's statistics, which events use too.
-pub use crate::stats::fit;
 pub mod plot;
 pub mod scenario;
 pub mod sweep;
@@ -38,7 +58,7 @@ pub mod wakeup;
 pub use energy::EnergyProbe;
 pub use file::Model;
 
-use crate::error::Result;
+use quietwatt::error::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

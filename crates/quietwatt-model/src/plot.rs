@@ -1,9 +1,9 @@
 //! A model's regressions drawn: time per execution against events per execution,
 //! one group of points and its fitted line per scenario (paper 003's figures).
 
-use crate::model::file::FamilyModel;
-use crate::model::XAxis;
-use crate::plot::{scatter_fit_svg, FitGroup};
+use crate::file::FamilyModel;
+use crate::XAxis;
+use quietwatt::plot::{scatter_fit_svg, FitGroup};
 
 /// The time regression of `family` as an SVG document, or `None` before any
 /// scenario has a fit. Times are in microseconds per execution.

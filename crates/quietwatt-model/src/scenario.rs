@@ -14,7 +14,7 @@
 use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::energy::EnergyProbe;
 use super::{Measured, Scenario, ScenarioSpec, XAxis};
-use crate::error::{Error, Result};
+use quietwatt::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::io;
 use std::time::Instant;
@@ -488,7 +488,7 @@ mod tests {
 
     #[test]
     fn a_buffer_holds_what_was_written() {
-        let b = Buffer::map(3, super::super::page_size()).unwrap();
+        let b = Buffer::map(3, crate::page_size()).unwrap();
         b.touch();
         assert_eq!((b.first_byte(0), b.first_byte(2)), (1, 3));
     }

@@ -7,8 +7,8 @@
 use super::energy::EnergyProbe;
 use super::file::Run;
 use super::{Measured, Scenario};
-use crate::error::Result;
-use crate::rng::XorShift;
+use quietwatt::error::Result;
+use quietwatt::rng::XorShift;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

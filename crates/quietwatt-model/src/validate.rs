@@ -15,9 +15,9 @@ use super::energy::EnergyProbe;
 use super::file::Model;
 use super::scenario::{in_forked_children, Buffer};
 use super::{page_size, Family, Measured};
-use crate::error::{Error, Result};
-use crate::rng::XorShift;
-use crate::stats::median;
+use quietwatt::error::{Error, Result};
+use quietwatt::rng::XorShift;
+use quietwatt::stats::median;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -284,10 +284,10 @@ pub fn table(r: &ValidationReport) -> String {
 /// measured (M), medians.
 pub fn plot_svg(r: &ValidationReport) -> String {
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:+.2} ms", s * 1e3));
-    let series: Vec<crate::plot::Series> = r
+    let series: Vec<quietwatt::plot::Series> = r
         .variants
         .iter()
-        .map(|v| crate::plot::Series {
+        .map(|v| quietwatt::plot::Series {
             // Wrapped by the plot before each '(': one short line each.
             label: if v.variant == "npf" {
                 "npf (baseline)".to_string()
@@ -302,7 +302,7 @@ pub fn plot_svg(r: &ValidationReport) -> String {
             values: v.run_seconds.iter().map(|s| s * 1e3).collect(),
         })
         .collect();
-    crate::plot::boxplot_svg(
+    quietwatt::plot::boxplot_svg(
         "validation (E model, M measured)",
         "time per run (ms)",
         &series,

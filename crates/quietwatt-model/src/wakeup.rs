@@ -1,5 +1,5 @@
 //! Wake-ups of an idle CPU, through the caller/callee experiment of the events
-//! module ([`crate::events::wakeup`], paper 004's Listing 1): a caller pinned to one
+//! module ([`quietwatt::events::wakeup`], paper 004's Listing 1): a caller pinned to one
 //! CPU wakes a callee pinned to another with a futex, `count` times spread evenly
 //! over a fixed window, and the callee goes straight back to sleep (no busy-wait).
 //!
@@ -13,9 +13,9 @@
 use super::energy::EnergyProbe;
 use super::sweep::Planned;
 use super::{Measured, Scenario, ScenarioSpec, XAxis};
-use crate::error::{Error, Result};
-use crate::events::wakeup::{self, WakeupConfig};
-use crate::root::SysRoot;
+use quietwatt::error::{Error, Result};
+use quietwatt::events::wakeup::{self, WakeupConfig};
+use quietwatt::root::SysRoot;
 use std::collections::BTreeMap;
 use std::io;
 use std::time::{Duration, Instant};

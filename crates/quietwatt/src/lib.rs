@@ -33,12 +33,11 @@
 //! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
 //!   Hodges-Lehmann) and least squares with intervals, checked against SciPy.
 //! - [`plot`]: box, line and scatter plots as SVG documents, written by hand.
-//! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
-//!   by paper 003's method, attribution of a command's energy to them, validation.
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
 //!   a sampler thread), with snapshots, samples and named windows.
 //!
-//! The overhead lab is the crate `quietwatt-lab`, which depends on this one (never the
+//! The overhead lab (`quietwatt-lab`) and the energy models of OS events
+//! (`quietwatt-model`) are crates of their own, which depend on this one (never the
 //! reverse).
 //!
 //! Cargo features (see the crate's `Cargo.toml`): `bpf` (default) builds the ebpf
@@ -122,7 +121,6 @@ pub mod command;
 pub mod events;
 pub mod export;
 pub mod meter;
-pub mod model;
 pub mod overhead;
 pub mod plot;
 pub mod quirks;

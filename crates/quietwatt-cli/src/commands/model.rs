@@ -4,10 +4,10 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT};
-use quietwatt::model::file::{EnergySource, FamilyModel, Model};
-use quietwatt::model::sweep::{Planned, Progress, DEFAULT_SEED};
-use quietwatt::model::{self, ctxswitch, scenario, validate, EnergyProbe, Family};
 use quietwatt::{source, Error, Selection};
+use quietwatt_model::file::{EnergySource, FamilyModel, Model};
+use quietwatt_model::sweep::{Planned, Progress, DEFAULT_SEED};
+use quietwatt_model::{self as model, ctxswitch, scenario, validate, EnergyProbe, Family};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -266,10 +266,10 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
 /// be written is a warning, since the model itself is saved.
 fn write_plot(
     output: &std::path::Path,
-    f: &quietwatt::model::file::FamilyModel,
+    f: &quietwatt_model::file::FamilyModel,
     plots: &mut super::PlotFiles,
 ) {
-    let Some(svg) = quietwatt::model::plot::time_svg(f) else {
+    let Some(svg) = quietwatt_model::plot::time_svg(f) else {
         return;
     };
     let path = output.with_extension(format!("{}.svg", f.family.name()));
