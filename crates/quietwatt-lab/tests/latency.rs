@@ -1,4 +1,4 @@
-//! lab::latency on this machine, with small sample counts: every primitive gets a
+//! quietwatt_lab::latency on this machine, with small sample counts: every primitive gets a
 //! row, measured rows hold a consistent distribution, and rows that are not the
 //! kernel's RAPL say so. (Timings themselves are not asserted: they belong to
 //! BENCHMARKS.md.)

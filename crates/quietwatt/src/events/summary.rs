@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn an_interval_that_contains_zero_prints_not_significant_and_the_truth() {
         // Flat power with noise unrelated to the rate: the textbook points of
-        // model::fit with the line taken out (slope 0.03 ± 0.22 at 95 %).
+        // stats::fit with the line taken out (slope 0.03 ± 0.22 at 95 %).
         let pts = [
             (1.0, 20.0),
             (2.0, 20.5),
