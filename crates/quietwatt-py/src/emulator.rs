@@ -143,8 +143,7 @@ impl Emulator {
         if let Some(points) = trace {
             // Validated as the CLI's `--trace` file is (times increasing, scales >= 0).
             let text: String = points.iter().map(|(t, k)| format!("{t},{k}\n")).collect();
-            c.power.trace =
-                Some(Trace::parse(&text, "trace=").map_err(|e| emulator_error(py, e))?);
+            c.power.trace = Some(Trace::parse(&text, "trace=").map_err(|e| emulator_error(py, e))?);
         }
         for f in &faults {
             let fault: Fault = f
