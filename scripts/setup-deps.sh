@@ -6,7 +6,7 @@
 #   zlib1g-dev   libelf's compressed sections
 #   pkg-config   how libbpf-sys finds libelf and zlib
 #   make         libbpf-sys builds its vendored libbpf with it (build-essential has it)
-#   fonts-dejavu-core  the text of the PNG plots (lab::png draws sans-serif with
+#   fonts-dejavu-core  the text of the PNG plots (quietwatt_lab::png draws sans-serif with
 #                DejaVu Sans; without any font the PNGs have no labels, and the
 #                test that checks their title cannot check it)
 #   prometheus   not for the build: the serve tests (tests/serve.rs) scrape

@@ -76,10 +76,10 @@ fn latency_table_names_its_timer_and_rejects_zero_iterations() {
 /// Rows of a results.csv as (seq, round, workload, monitor, freq, rep, status, error).
 fn csv_rows(path: &std::path::Path) -> Vec<Vec<String>> {
     let text = std::fs::read_to_string(path).expect("results.csv");
-    let (rows, _) = quietwatt::lab::experiment::parse_csv(&text);
+    let (rows, _) = quietwatt_lab::experiment::parse_csv(&text);
     assert_eq!(
         rows[0].join(","),
-        quietwatt::lab::experiment::CSV_COLUMNS.join(","),
+        quietwatt_lab::experiment::CSV_COLUMNS.join(","),
         "header"
     );
     rows[1..].to_vec()
@@ -87,7 +87,7 @@ fn csv_rows(path: &std::path::Path) -> Vec<Vec<String>> {
 
 /// The index of a results.csv column.
 fn col(name: &str) -> usize {
-    quietwatt::lab::experiment::CSV_COLUMNS
+    quietwatt_lab::experiment::CSV_COLUMNS
         .iter()
         .position(|c| *c == name)
         .unwrap_or_else(|| panic!("no column {name}"))

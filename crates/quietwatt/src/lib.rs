@@ -30,17 +30,20 @@
 //! - [`events`]: OS events (C-states, wake-ups, context switches, page faults) counted
 //!   in the kernel on the energy's clock, and the wake-up experiment; [`trace`]: a
 //!   recording read back and converted to the Chrome JSON trace format.
-//! - [`lab`]: the overhead lab: primitive latencies, workloads, overhead experiments,
-//!   the papers' statistics.
-//! - [`model`]: energy models of OS events (page faults, context switches, wake-ups)
-//!   by paper 003's method, attribution of a command's energy to them, validation.
+//! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
+//!   Hodges-Lehmann) and least squares with intervals, checked against SciPy.
+//! - [`plot`]: box, line and scatter plots as SVG documents, written by hand.
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
 //!   a sampler thread), with snapshots, samples and named windows.
 //!
+//! The overhead lab (`quietwatt-lab`) and the energy models of OS events
+//! (`quietwatt-model`) are crates of their own, which depend on this one (never the
+//! reverse).
+//!
 //! Cargo features (see the crate's `Cargo.toml`): `bpf` (default) builds the ebpf
-//! mechanism and the BPF event programs, with libbpf and clang; `png` (default) the
-//! PNG rasterization of the lab's plots, with resvg; `testing` exposes the software
-//! stand-ins for RAPL used by tests and benchmarks. With `default-features = false`
+//! mechanism and the BPF event programs, with libbpf and clang; `testing` exposes
+//! the software stand-ins for RAPL used by tests and benchmarks (and by the lab's
+//! stand-in monitors). With `default-features = false`
 //! the library reads powercap, msr, perf and perf-ring with a Rust toolchain only.
 //!
 //! # Example
@@ -117,10 +120,9 @@ pub mod bench;
 pub mod command;
 pub mod events;
 pub mod export;
-pub mod lab;
 pub mod meter;
-pub mod model;
 pub mod overhead;
+pub mod plot;
 pub mod quirks;
 pub mod record;
 pub mod repeat;
@@ -129,6 +131,7 @@ pub mod sampler;
 pub mod session;
 pub mod sink;
 pub mod source;
+pub mod stats;
 /// The buffered mechanisms live with the others, in `source`; the old path stays.
 pub use source::inkernel;
 pub mod ticker;

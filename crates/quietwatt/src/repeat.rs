@@ -12,7 +12,7 @@
 //! runs' spread widened on each side by that mean bound: conservative, never
 //! narrower than either part alone.
 
-use crate::lab::stats::{self, Alternative, Method};
+use crate::stats::{self, Alternative, Method};
 use serde::Serialize;
 
 /// The confidence level of every interval here.

@@ -1,6 +1,7 @@
 //! The library without its default features stays lean: `cargo tree` of
 //! `quietwatt --no-default-features` (normal and build dependencies) holds neither
-//! libbpf (whose build needs clang, libelf and zlib) nor the PNG renderer. Cheap: it
+//! libbpf (whose build needs clang, libelf and zlib) nor the PNG renderer (which is
+//! the lab's, in quietwatt-lab: its own `tests/lean_build.rs` checks it). Cheap: it
 //! resolves the locked dependency graph offline and compiles nothing.
 
 use std::path::Path;
@@ -52,25 +53,24 @@ fn without_default_features_there_is_no_libbpf_resvg_or_png() {
 }
 
 #[test]
-fn the_default_features_bring_libbpf_and_the_png_renderer() {
-    // The same filter does see them when they are there: the lean check above can fail.
+fn the_default_features_bring_libbpf_and_no_png_renderer() {
+    // The same filter does see libbpf when it is there: the lean check above can fail.
     let full = tree(&[]);
     let found: Vec<&str> = heavy(&full)
         .iter()
         .map(|l| l.split(' ').next().unwrap_or(""))
         .collect();
-    for name in ["libbpf-rs", "libbpf-sys", "libbpf-cargo", "resvg", "png"] {
+    for name in ["libbpf-rs", "libbpf-sys", "libbpf-cargo"] {
         assert!(found.contains(&name), "{name} missing from {found:?}");
     }
-    // Each feature alone brings its own only.
+    // The engine never brings the lab's PNG renderer, whatever its features.
+    assert!(
+        heavy(&full).iter().all(|l| l.starts_with("libbpf")),
+        "{full:#?}"
+    );
     let bpf = tree(&["--no-default-features", "--features", "bpf"]);
     assert!(
         heavy(&bpf).iter().all(|l| l.starts_with("libbpf")),
         "{bpf:#?}"
-    );
-    let png = tree(&["--no-default-features", "--features", "png"]);
-    assert!(
-        heavy(&png).iter().all(|l| !l.starts_with("libbpf")) && !heavy(&png).is_empty(),
-        "{png:#?}"
     );
 }

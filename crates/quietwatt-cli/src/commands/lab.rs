@@ -3,12 +3,12 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT, USAGE};
-use quietwatt::lab::experiment::{
+use quietwatt::Mechanism;
+use quietwatt_lab::experiment::{
     self, CommandFactory, Monitor, Plan, ProcessExecutor, QuietwattSource, Results, Workload,
 };
-use quietwatt::lab::latency::{self, LatencyConfig, LatencyReport};
-use quietwatt::lab::workload::{self, Kind};
-use quietwatt::Mechanism;
+use quietwatt_lab::latency::{self, LatencyConfig, LatencyReport};
+use quietwatt_lab::workload::{self, Kind};
 use std::process::ExitCode;
 
 /// Arguments of `bench latency`.

@@ -143,7 +143,7 @@ pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
 /// (most commands write none), and a missing font is said once, not once per plot.
 #[derive(Debug, Default)]
 pub struct PlotFiles {
-    renderer: Option<quietwatt::lab::png::PngRenderer>,
+    renderer: Option<quietwatt_lab::png::PngRenderer>,
 }
 
 impl PlotFiles {
@@ -153,7 +153,7 @@ impl PlotFiles {
     pub fn write(&mut self, svg: &str, svg_path: &std::path::Path) -> std::io::Result<String> {
         std::fs::write(svg_path, svg)?;
         let renderer = self.renderer.get_or_insert_with(|| {
-            let renderer = quietwatt::lab::png::PngRenderer::new();
+            let renderer = quietwatt_lab::png::PngRenderer::new();
             if let Some(warning) = renderer.font_warning() {
                 eprintln!("quietwatt: warning: {warning}");
             }

@@ -4,10 +4,10 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT};
-use quietwatt::model::file::{EnergySource, FamilyModel, Model};
-use quietwatt::model::sweep::{Planned, Progress, DEFAULT_SEED};
-use quietwatt::model::{self, ctxswitch, scenario, validate, EnergyProbe, Family};
 use quietwatt::{source, Error, Selection};
+use quietwatt_model::file::{EnergySource, FamilyModel, Model};
+use quietwatt_model::sweep::{Planned, Progress, DEFAULT_SEED};
+use quietwatt_model::{self as model, ctxswitch, scenario, validate, EnergyProbe, Family};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -352,10 +352,10 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
 /// be written is a warning, since the model itself is saved.
 fn write_plot(
     output: &std::path::Path,
-    f: &quietwatt::model::file::FamilyModel,
+    f: &quietwatt_model::file::FamilyModel,
     plots: &mut super::PlotFiles,
 ) {
-    let Some(svg) = quietwatt::model::plot::time_svg(f) else {
+    let Some(svg) = quietwatt_model::plot::time_svg(f) else {
         return;
     };
     let path = output.with_extension(format!("{}.svg", f.family.name()));
@@ -385,7 +385,7 @@ fn si(v: f64, ci: [f64; 2], unit: &str) -> String {
 
 /// `text`, followed by `: not significant` when the 95 % interval `ci` contains 0.
 fn with_verdict(text: String, ci: [f64; 2]) -> String {
-    if quietwatt::lab::stats::excludes(ci, 0.0) {
+    if quietwatt::stats::excludes(ci, 0.0) {
         text
     } else {
         format!("{text}: not significant")

@@ -140,7 +140,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     // Opened here, on the thread that spawns the command: see Attributor::open.
     let attributor = match &args.model {
         Some(p) => Some(
-            quietwatt::model::attribution::Attributor::open(p)
+            quietwatt_model::attribution::Attributor::open(p)
                 .map_err(|e| Failure::usage(e.to_string()))?,
         ),
         None => None,
@@ -173,7 +173,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             env.is_emulated(),
         );
         if let Some(e) = &estimate {
-            eprintln!("{}", quietwatt::model::attribution::text(e));
+            eprintln!("{}", quietwatt_model::attribution::text(e));
         }
         eprintln!("{}", m.overhead);
         if let Some(k) = &m.kernel {

@@ -1,7 +1,7 @@
 //! The stand-in source: a real file pread per channel where no RAPL opens, so the
 //! sampling loop's benchmarks and the lab's `pread-stand-in` monitor cost real
 //! syscalls on any machine. Public (as [`crate::bench::StandIn`]) with the
-//! `testing` feature only.
+//! `testing` feature only (the only user outside the tests is quietwatt-lab).
 
 use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};

@@ -21,8 +21,8 @@
 //! before. The buffer is sized before the experiment; the loop allocates nothing.
 
 use crate::domain::total_members;
-use crate::lab::stats::{excludes, weighted_mean_interval};
 use crate::meter::{monotonic_ns, Meter};
+use crate::stats::{excludes, weighted_mean_interval};
 use crate::units::Joules;
 use serde::Serialize;
 use std::time::Duration;

@@ -12,9 +12,9 @@
 
 use super::recorder::{EventTotals, TraceTotals};
 use super::Event;
-use crate::lab::fit::hc3_slope_se;
-use crate::lab::stats::{excludes, student_t_quantile};
 use crate::meter::EnergyReport;
+use crate::stats::fit::hc3_slope_se;
+use crate::stats::{excludes, student_t_quantile};
 use serde::Serialize;
 use std::fmt;
 
@@ -127,7 +127,7 @@ impl EnergyPerEvent {
     /// a rate that never changes.
     pub fn fit(event: String, points: &[(f64, f64)]) -> Option<EnergyPerEvent> {
         let (x, y): (Vec<f64>, Vec<f64>) = points.iter().copied().unzip();
-        let f = crate::lab::fit::ols(&x, &y, &event).ok()?;
+        let f = crate::stats::fit::ols(&x, &y, &event).ok()?;
         // Windows are not alike: a busy one has more events and noisier reads, which
         // makes the classical error too small. The larger of it and the robust one.
         let se = f.slope_se.max(hc3_slope_se(&f, &x));
@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn an_interval_that_contains_zero_prints_not_significant_and_the_truth() {
         // Flat power with noise unrelated to the rate: the textbook points of
-        // model::fit with the line taken out (slope 0.03 ± 0.22 at 95 %).
+        // stats::fit with the line taken out (slope 0.03 ± 0.22 at 95 %).
         let pts = [
             (1.0, 20.0),
             (2.0, 20.5),
