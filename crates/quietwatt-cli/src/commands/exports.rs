@@ -2,7 +2,7 @@
 //! `--export-markdown` (hyperfine's table, by energy), and the progress bar shown
 //! on a terminal while they run.
 
-use super::repeat::{RunResult, Summaries};
+use super::runs::{RunResult, Summaries};
 use crate::exit::{Failure, OUTPUT};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quietwatt::repeat::Ratio;

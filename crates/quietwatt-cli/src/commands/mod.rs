@@ -13,6 +13,7 @@ pub mod model;
 pub mod record;
 pub mod repeat;
 pub mod run;
+pub mod runs;
 pub mod serve;
 pub mod trace;
 
