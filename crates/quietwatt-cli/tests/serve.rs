@@ -356,6 +356,85 @@ fn a_counter_reset_is_absorbed_and_counted_never_a_drop_or_a_wrap() {
 }
 
 #[test]
+fn events_export_each_cpus_idle_states_and_wakeups_within_physical_bounds() {
+    let m = mount(EmulatorConfig::default());
+    let started = Instant::now();
+    let server = Server::start(
+        m.root(),
+        &[
+            "-m",
+            "powercap",
+            "-d",
+            "package",
+            "--min-interval",
+            "0.1",
+            "--events",
+        ],
+    );
+    let cpus = std::fs::read_dir("/sys/devices/system/cpu")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| {
+            n.strip_prefix("cpu")
+                .is_some_and(|d| d.parse::<u32>().is_ok())
+        })
+        .count();
+    let states = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(
+        states > 0,
+        "this test needs cpuidle (/sys/devices/system/cpu/cpu0/cpuidle)"
+    );
+    let mut last: Option<Vec<(String, String, f64)>> = None;
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(300));
+        let r = server.scrape();
+        assert_eq!(r.status, 200);
+        let s = parse(&r.body);
+        let idle: Vec<_> = s
+            .iter()
+            .filter(|x| x.0 == "quietwatt_cpu_idle_seconds_total")
+            .cloned()
+            .collect();
+        let entries = s
+            .iter()
+            .filter(|x| x.0 == "quietwatt_cpu_idle_entries_total")
+            .count();
+        let wakeups = s
+            .iter()
+            .filter(|x| x.0 == "quietwatt_cpu_wakeups_total")
+            .count();
+        // One series per CPU and state, one wake-up series per CPU: bounded.
+        assert_eq!(idle.len(), cpus * states, "{}", r.body);
+        assert_eq!(entries, cpus * states);
+        assert_eq!(wakeups, cpus, "{}", r.body);
+        // A CPU cannot idle longer than the exporter has run.
+        let elapsed = started.elapsed().as_secs_f64();
+        for cpu in 0..cpus {
+            let tag = format!("cpu=\"{cpu}\"");
+            let sum: f64 = idle
+                .iter()
+                .filter(|x| x.1.contains(&tag))
+                .map(|x| x.2)
+                .sum();
+            assert!(
+                sum <= elapsed + 0.01,
+                "cpu {cpu} idled {sum} s in {elapsed} s"
+            );
+        }
+        // Counters never decrease.
+        if let Some(prev) = &last {
+            for (p, n) in prev.iter().zip(&idle) {
+                assert_eq!(p.1, n.1);
+                assert!(n.2 >= p.2, "{p:?} then {n:?}");
+            }
+        }
+        last = Some(idle);
+    }
+}
+
+#[test]
 fn twenty_concurrent_scrapes_all_succeed() {
     let m = mount(EmulatorConfig::default());
     let server = Server::start(m.root(), &["-d", "package,dram"]);

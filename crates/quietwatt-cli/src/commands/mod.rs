@@ -15,6 +15,7 @@ pub mod repeat;
 pub mod run;
 pub mod runs;
 pub mod serve;
+pub mod serve_events;
 pub mod trace;
 
 use crate::exit::Failure;

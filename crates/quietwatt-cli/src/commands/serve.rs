@@ -56,6 +56,10 @@ pub struct Args {
     /// Mechanism to read (default: the best that works here; perf, powercap or msr).
     #[arg(short, long)]
     mechanism: Option<Mechanism>,
+    /// Also export each CPU's idle states (entries and seconds, from cpuidle) and
+    /// wake-ups from idle (power:cpu_idle exits): one series per CPU and state.
+    #[arg(long)]
+    events: bool,
     /// Domains to export, comma-separated (package,core,uncore,dram,psys; default: all).
     #[arg(short, long)]
     domains: Option<String>,
@@ -161,6 +165,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         });
     }
 
+    let mut events = if args.events {
+        Some(super::serve_events::IdleEvents::open(&env.root)?)
+    } else {
+        None
+    };
     let listener = TcpListener::bind(args.listen)
         .map_err(|e| Failure::new(USAGE, format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr().unwrap_or(args.listen);
@@ -171,6 +180,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &mut totals,
             args.resolution,
             &config,
+            &mut events,
         ))),
         scrapes: AtomicU64::new(0),
         auth,
@@ -206,7 +216,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if next < now {
             next = now + args.min_interval;
         }
-        let e = refresh(&mut slots, &mut totals, args.resolution, &config);
+        let e = refresh(
+            &mut slots,
+            &mut totals,
+            args.resolution,
+            &config,
+            &mut events,
+        );
         *published
             .exposition
             .write()
@@ -283,6 +299,7 @@ fn refresh(
     totals: &mut (u64, u64),
     resolution: f64,
     config: &dyn Fn(Domain) -> SessionConfig,
+    events: &mut Option<super::serve_events::IdleEvents>,
 ) -> Exposition {
     let mut domains = Vec::new();
     for slot in slots.iter_mut() {
@@ -335,6 +352,16 @@ fn refresh(
         }));
     }
     let (cpu_seconds, wakeups) = own_usage();
+    let (idle, cpu_wakeups) = match events.as_mut().map(|e| e.read()) {
+        Some(Ok(figures)) => figures,
+        Some(Err(e)) => {
+            // The energy goes on without them.
+            eprintln!("quietwatt: warning: --events: reading the C-state counters failed ({e}); they are no longer exported");
+            *events = None;
+            (Vec::new(), Vec::new())
+        }
+        None => (Vec::new(), Vec::new()),
+    };
     Exposition {
         domains,
         samples: totals.0,
@@ -343,6 +370,8 @@ fn refresh(
         wakeups,
         version: env!("CARGO_PKG_VERSION").to_string(),
         resolution_j: resolution,
+        idle,
+        cpu_wakeups,
     }
 }
 
@@ -616,6 +645,8 @@ mod tests {
                 wakeups: None,
                 version: "0".into(),
                 resolution_j: 0.01,
+                idle: Vec::new(),
+                cpu_wakeups: Vec::new(),
             })),
             scrapes: AtomicU64::new(0),
             auth: Some(format!("Basic {}", base64(b"u:p"))),

@@ -14,9 +14,14 @@
 //! | `cpu_seconds_total` | counter | none |
 //! | `wakeups_total` | counter | none |
 //! | `build_info` | gauge (OpenMetrics: info) | `version` |
+//! | `cpu_idle_entries_total` (`--events`) | counter | `cpu`, `state` |
+//! | `cpu_idle_seconds_total` (`--events`) | counter | `cpu`, `state` |
+//! | `cpu_wakeups_total` (`--events`) | counter | `cpu` |
 //!
 //! The label sets are bounded by the machine: one series per counter RAPL
-//! exposes, at most sockets × dies × 5 domains, and one mechanism per process.
+//! exposes, at most sockets × dies × 5 domains, and one mechanism per process;
+//! with the events, one series per CPU and idle state (cpuidle's states, a
+//! handful) and one per CPU.
 //! Power is not exported: `rate(quietwatt_energy_joules_total[1m])` is watts, and
 //! a gauge of the power between two scrapes would depend on the scrape interval.
 
@@ -143,6 +148,33 @@ pub struct Exposition {
     /// Energies are rounded down to a multiple of this many joules (> 0): see
     /// [`quantize`].
     pub resolution_j: f64,
+    /// Idle states per CPU since the exporter started (empty without events).
+    pub idle: Vec<IdleSeries>,
+    /// Wake-ups from idle per CPU since the exporter started (empty without events).
+    pub cpu_wakeups: Vec<WakeupSeries>,
+}
+
+/// One CPU's use of one idle state since the exporter started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleSeries {
+    /// The CPU.
+    pub cpu: u32,
+    /// The state's cpuidle name (`C1`, `C6`, `POLL`).
+    pub state: String,
+    /// Entries into the state (cpuidle's `usage`).
+    pub entries: u64,
+    /// Seconds in the state (cpuidle's `time`).
+    pub seconds: f64,
+}
+
+/// One CPU's wake-ups from idle (exits of `power:cpu_idle`) since the exporter
+/// started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WakeupSeries {
+    /// The CPU.
+    pub cpu: u32,
+    /// Exits from idle.
+    pub wakeups: u64,
 }
 
 /// `joules` rounded down to a multiple of `resolution` (the exported precision).
@@ -307,6 +339,52 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         f.sample("quietwatt_wakeups_total", "", &w.to_string());
     }
 
+    if !e.idle.is_empty() {
+        f.header(
+            "quietwatt_cpu_idle_entries",
+            "counter",
+            None,
+            "Entries of a CPU into an idle state (cpuidle's usage) since the exporter started.",
+        );
+        for i in &e.idle {
+            let labels = format!("cpu=\"{}\",state=\"{}\"", i.cpu, escape(&i.state));
+            f.sample(
+                "quietwatt_cpu_idle_entries_total",
+                &labels,
+                &i.entries.to_string(),
+            );
+        }
+        f.header(
+            "quietwatt_cpu_idle_seconds",
+            "counter",
+            Some("seconds"),
+            "Time a CPU spent in an idle state (cpuidle's time) since the exporter started.",
+        );
+        for i in &e.idle {
+            let labels = format!("cpu=\"{}\",state=\"{}\"", i.cpu, escape(&i.state));
+            f.sample(
+                "quietwatt_cpu_idle_seconds_total",
+                &labels,
+                &format!("{:.6}", i.seconds),
+            );
+        }
+    }
+    if !e.cpu_wakeups.is_empty() {
+        f.header(
+            "quietwatt_cpu_wakeups",
+            "counter",
+            None,
+            "Wake-ups of a CPU from idle (exits of the power:cpu_idle tracepoint) since the exporter started.",
+        );
+        for w in &e.cpu_wakeups {
+            f.sample(
+                "quietwatt_cpu_wakeups_total",
+                &format!("cpu=\"{}\"", w.cpu),
+                &w.wakeups.to_string(),
+            );
+        }
+    }
+
     f.header(
         "quietwatt_build",
         "info",
@@ -357,7 +435,30 @@ mod tests {
             wakeups: Some(7),
             version: "0.1.0".into(),
             resolution_j: 0.01,
+            idle: Vec::new(),
+            cpu_wakeups: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_events_are_families_per_cpu_and_state_only_when_given() {
+        let plain = render(&sample(), ExpositionFormat::Text);
+        assert!(!plain.contains("cpu_idle") && !plain.contains("cpu_wakeups"));
+        let mut e = sample();
+        e.idle = vec![IdleSeries {
+            cpu: 1,
+            state: "C1".into(),
+            entries: 12,
+            seconds: 0.5,
+        }];
+        e.cpu_wakeups = vec![WakeupSeries { cpu: 1, wakeups: 9 }];
+        let t = render(&e, ExpositionFormat::Text);
+        assert!(t.contains("# TYPE quietwatt_cpu_idle_entries_total counter\n"));
+        assert!(t.contains("quietwatt_cpu_idle_entries_total{cpu=\"1\",state=\"C1\"} 12\n"));
+        assert!(t.contains("quietwatt_cpu_idle_seconds_total{cpu=\"1\",state=\"C1\"} 0.500000\n"));
+        assert!(t.contains("quietwatt_cpu_wakeups_total{cpu=\"1\"} 9\n"));
+        let om = render(&e, ExpositionFormat::OpenMetrics);
+        assert!(om.contains("# TYPE quietwatt_cpu_idle_seconds counter\n# UNIT quietwatt_cpu_idle_seconds seconds\n"));
     }
 
     #[test]

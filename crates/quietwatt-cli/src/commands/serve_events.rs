@@ -1,0 +1,90 @@
+//! `serve --events`: each CPU's idle states and wake-ups beside the energy, from
+//! the events module's counters (cpuidle's `usage` and `time`, the
+//! `power:cpu_idle` exits), as counters since the exporter started.
+
+use crate::exit::Failure;
+use quietwatt::events::{Event, EventCounters, Groups};
+use quietwatt::export::prometheus::{IdleSeries, WakeupSeries};
+use quietwatt::SysRoot;
+use std::collections::BTreeMap;
+
+/// The counters and their first reading.
+pub struct IdleEvents {
+    counters: EventCounters,
+    base: Vec<u64>,
+    now: Vec<u64>,
+}
+
+impl IdleEvents {
+    /// Opens the C-state counters of every CPU (the kernel's; an emulator root
+    /// without cpuidle falls back to the system's, as `record --events` does).
+    pub fn open(root: &SysRoot) -> Result<IdleEvents, Failure> {
+        let groups: Groups = "cstate"
+            .parse()
+            .map_err(|e| Failure::usage(format!("--events: {e}")))?;
+        let mut counters = EventCounters::open(groups, root, None).map_err(|e| {
+            Failure::new(
+                crate::exit::NO_RAPL,
+                format!("--events: the C-state counters cannot be opened: {e}"),
+            )
+        })?;
+        for n in &counters.notes {
+            eprintln!("quietwatt: note: --events: {n}");
+        }
+        let mut base = vec![0; counters.channels().len()];
+        counters.read(&mut base).map_err(|e| {
+            Failure::new(
+                crate::exit::MEASUREMENT,
+                format!("--events: reading the C-state counters failed: {e}"),
+            )
+        })?;
+        let now = base.clone();
+        Ok(IdleEvents {
+            counters,
+            base,
+            now,
+        })
+    }
+
+    /// Reads the counters: the idle states and wake-ups since the first reading,
+    /// or why they could not be read.
+    pub fn read(&mut self) -> Result<(Vec<IdleSeries>, Vec<WakeupSeries>), String> {
+        self.counters
+            .read(&mut self.now)
+            .map_err(|e| e.to_string())?;
+        let mut idle: BTreeMap<(u32, u32), IdleSeries> = BTreeMap::new();
+        let mut wakeups: BTreeMap<u32, u64> = BTreeMap::new();
+        for ((c, &now), &base) in self
+            .counters
+            .channels()
+            .iter()
+            .zip(&self.now)
+            .zip(&self.base)
+        {
+            let d = now.saturating_sub(base);
+            let (state, apply): (u32, fn(&mut IdleSeries, u64)) = match c.event {
+                Event::CpuidleUsage(s) => (s, |i, d| i.entries = d),
+                Event::CpuidleTimeUs(s) => (s, |i, d| i.seconds = d as f64 / 1e6),
+                Event::IdleExit => {
+                    *wakeups.entry(c.cpu).or_default() += d;
+                    continue;
+                }
+                _ => continue,
+            };
+            let series = idle.entry((c.cpu, state)).or_insert_with(|| IdleSeries {
+                cpu: c.cpu,
+                state: self.counters.cpuidle.name(c.cpu, state),
+                entries: 0,
+                seconds: 0.0,
+            });
+            apply(series, d);
+        }
+        Ok((
+            idle.into_values().collect(),
+            wakeups
+                .into_iter()
+                .map(|(cpu, wakeups)| WakeupSeries { cpu, wakeups })
+                .collect(),
+        ))
+    }
+}
