@@ -511,8 +511,9 @@ class StaticTree:
                     shutil.copytree(src, dst, symlinks=True)
                 else:
                     shutil.copyfile(src, dst)
-            os.symlink("../../../../class/powercap",
-                       os.path.join(self.stage, "sys/devices/virtual/powercap/intel-rapl/subsystem"))
+            sub = os.path.join(self.stage, "sys/devices/virtual/powercap/intel-rapl/subsystem")
+            if not os.path.lexists(sub):  # emulators before 2026-11-24 served none
+                os.symlink("../../../../class/powercap", sub)
             for rel in self.PATHS:
                 target = "/" + rel
                 subprocess.run(["mount", "--bind", os.path.join(self.stage, rel), target], check=True)
