@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 rust=0
 # --no-fail-fast: every test binary runs, so one failure does not hide others.
 cargo test --workspace --locked --no-fail-fast "$@" || rust=$?
-# The Python tests read recordings that the CLI writes: the debug build cargo made.
-cargo build --locked -p quietwatt-cli
+# The Python tests read recordings that the CLI writes: the debug build `cargo test`
+# made for the CLI's own tests (built here only when a filter left it out).
+[ -x target/debug/quietwatt ] || cargo build --locked -p quietwatt-cli
 python=0
 ./scripts/setup-python.sh >/dev/null &&
   QUIETWATT_BIN="$PWD/target/debug/quietwatt" .venv/bin/python -m pytest python/tests -p no:cacheprovider || python=$?
