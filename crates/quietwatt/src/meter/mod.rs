@@ -259,7 +259,7 @@ impl Meter {
         self.t.counters.iter().map(Counter::wraps).collect()
     }
 
-    /// Resets, backward steps and jumps seen so far (the first [`EVENTS_KEPT`]).
+    /// Resets, backward steps and jumps seen so far (the first 256).
     pub fn events(&self) -> &[CounterEvent] {
         &self.t.events
     }

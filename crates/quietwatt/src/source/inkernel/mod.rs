@@ -114,7 +114,7 @@ pub struct KernelCounts {
 pub trait KernelSampler: Send {
     /// Which mechanism this is.
     fn mechanism(&self) -> Mechanism;
-    /// The channels, in the order every reading of [`KernelSampler::read_now`] fills.
+    /// The channels, in the order every reading of the counters fills.
     fn channels(&self) -> &[Channel];
     /// For each group, the channel each of its events adds to (in event order).
     fn group_channels(&self) -> &[Vec<usize>];

@@ -39,7 +39,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
-/// Why [`PerfRingSampler::open`] failed.
+/// Why opening the perf-ring sampler failed.
 #[derive(Debug)]
 pub enum OpenError {
     /// The kernel refused an event as a member of the cpu-clock group although it

@@ -21,7 +21,7 @@
 //! taken modulo 2^64, so it is itself a 64-bit counter that wraps like each part;
 //! per-core detail is not kept. (powercap's AMD `core` zone, by contrast, reads one
 //! core only.) More generally, [`PerfEvents::from_specs`] sums every spec that
-//! shares a [`DomainId`].
+//! shares a [`DomainId`](crate::domain::DomainId).
 //!
 //! **Wrap and update caveat.** The kernel accumulates each event into a 64-bit
 //! count, so the counter wraps at 2^64 ([`Wrap::PERF`]): at 2^-32 J per step that is
@@ -62,7 +62,7 @@ pub use open::{open_counting_event, permission_fix, read_count};
 // ---------------------------------------------------------------------------
 // The source.
 
-/// Open perf counting events, one per (event, CPU), summed per [`DomainId`].
+/// Open perf counting events, one per (event, CPU), summed per [`DomainId`](crate::domain::DomainId).
 pub struct PerfEvents {
     channels: Vec<Channel>,
     fds: Vec<OwnedFd>,
@@ -87,7 +87,7 @@ impl PerfEvents {
     }
 
     /// Opens explicit events (any PMU, software events included). Specs that share
-    /// a [`DomainId`] are summed into one channel, so they must share a unit.
+    /// a [`DomainId`](crate::domain::DomainId) are summed into one channel, so they must share a unit.
     pub fn from_specs(specs: Vec<EventSpec>) -> Result<PerfEvents> {
         let mut channels: Vec<Channel> = Vec::new();
         let mut members: Vec<usize> = Vec::new();
