@@ -504,3 +504,32 @@ fn run_repeat_prepares_each_run_and_exports_csv_and_markdown() {
     let table = std::fs::read_to_string(&md).unwrap();
     assert!(table.contains("| `sleep 0.02` |"), "{table}");
 }
+
+#[test]
+fn compare_draws_each_commands_runs_as_a_box_with_a_png_beside_it() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("energy.svg");
+    let o = quietwatt(
+        m.root(),
+        &[
+            "compare",
+            "-r",
+            "3",
+            "--plot",
+            svg.to_str().unwrap(),
+            "sleep 0.01",
+            "sleep 0.03",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") || text.contains("<svg"), "{text}");
+    assert!(text.contains("#1 sleep 0.01") && text.contains("#2 sleep 0.03"));
+    assert!(text.contains("EMULATED"));
+    let png = std::fs::read(svg.with_extension("png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // Anything but an .svg is refused before anything runs.
+    let o = quietwatt(m.root(), &["compare", "--plot", "x.png", "true", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

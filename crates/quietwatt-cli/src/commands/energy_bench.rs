@@ -70,6 +70,10 @@ pub struct Args {
     /// Also write the summary as a Markdown table (hyperfine's, by energy) to FILE.
     #[arg(long, value_name = "FILE")]
     export_markdown: Option<PathBuf>,
+    /// Also draw each command's energy per run as a box plot, to FILE (SVG, with a
+    /// PNG beside it).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
     /// The command the others are compared with: its position (1 = the first) or
     /// its exact string [default: the first].
     #[arg(long, value_name = "CMD|N")]
@@ -97,6 +101,14 @@ impl Args {
             ));
         }
         self.reference()?;
+        if let Some(p) = &self.plot {
+            if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+                return Err(Failure::usage(format!(
+                    "--plot {}: give a file ending in .svg (a PNG is written beside it)",
+                    p.display()
+                )));
+            }
+        }
         if let Some(p) = self.fail_if_more_than {
             if !(p.is_finite() && p >= 0.0) {
                 return Err(Failure::usage(format!(
@@ -309,6 +321,36 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             .collect();
         super::exports::markdown(p, &rows, &relative, reference)?;
     }
+    if let Some(p) = &args.plot {
+        let series: Vec<quietwatt::plot::Series> = args
+            .commands
+            .iter()
+            .zip(&runs)
+            .enumerate()
+            .map(|(i, (c, r))| quietwatt::plot::Series {
+                label: format!("#{} {}", i + 1, shorten(c, 24)),
+                values: r.iter().filter_map(|r| r.total.map(|t| t.0)).collect(),
+            })
+            .collect();
+        let title = format!(
+            "Energy per run, {} run(s) each ({}{})",
+            args.runs,
+            runner.mechanism_name,
+            if env.is_emulated() { ", EMULATED" } else { "" }
+        );
+        let written = super::PlotFiles::default()
+            .write(
+                &quietwatt::plot::boxplot_svg(&title, "energy (J)", &series),
+                p,
+            )
+            .map_err(|e| {
+                Failure::new(
+                    crate::exit::OUTPUT,
+                    format!("cannot write --plot {}: {e}", p.display()),
+                )
+            })?;
+        eprintln!("quietwatt: plot written to {written}");
+    }
     if !gate_failed.is_empty() {
         let pct = args.fail_if_more_than.unwrap_or(0.0);
         for i in &gate_failed {
@@ -323,6 +365,16 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::from(REGRESSION));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `s` cut to `n` characters with an ellipsis, for a plot's labels.
+fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(n - 1).collect();
+    t.push('…');
+    t
 }
 
 type Compared = (
