@@ -7,35 +7,52 @@ import os
 from typing import Any, Dict, List, Optional, Union
 
 from . import _quietwatt
-from ._env import Emulate, Environment
+from ._env import Domains, Emulate, Environment, resolve_domains
+from ._errors import BadArgument
+
+MECHANISMS = ("powercap", "perf", "msr", "ebpf", "perf-ring")
 
 
-def doctor(root: Union[str, "os.PathLike[str]", None] = None, emulate: Emulate = "off") -> List[Dict[str, Any]]:
-    """Whether each mechanism (powercap, perf, msr, ebpf, perf-ring) can measure
-    here, what was found, and the exact fix when it cannot: a list of
-    ``{"mechanism", "works", "finding", "fix"}``, as ``quietwatt doctor --json``.
+def doctor(
+    root: Union[str, "os.PathLike[str]", None] = None,
+    mechanism: Optional[str] = None,
+    domains: Domains = None,
+    emulate: Emulate = "off",
+) -> List[Dict[str, Any]]:
+    """Whether each mechanism (powercap, perf, msr, ebpf, perf-ring), or
+    ``mechanism`` alone, can measure here, what was found, and the exact fix when
+    it cannot: a list of ``{"mechanism", "works", "finding", "fix"}``, as
+    ``quietwatt doctor --json``. ``domains`` is accepted like everywhere else and
+    changes nothing here (a mechanism works or not for all its domains).
 
     The eBPF and perf-ring mechanisms are the command-line tool's: this package
     reads powercap, perf and msr."""
+    if mechanism is not None and mechanism not in MECHANISMS:
+        raise BadArgument(f"unknown mechanism '{mechanism}': expected one of {', '.join(MECHANISMS)}")
+    resolve_domains(domains)
     env = Environment(root, emulate)
     try:
-        return json.loads(_quietwatt.doctor_json(env.root))
+        verdicts = json.loads(_quietwatt.doctor_json(env.root))
     finally:
         env.close()
+    return [v for v in verdicts if mechanism is None or v["mechanism"] == mechanism]
 
 
 def domains(
     root: Union[str, "os.PathLike[str]", None] = None,
     mechanism: Optional[str] = None,
+    domains: Domains = None,
     emulate: Emulate = "off",
 ) -> List[Dict[str, Any]]:
     """The counters each mechanism that opens here reads (or ``mechanism`` alone,
-    whose error is raised when it cannot open): ``{"mechanism", "socket",
-    "domain", "unit_j", "origin", "moves"}`` each (``die`` where the kernel
-    splits packages by die; ``moves`` is False for counters that never change,
-    as some hypervisors expose them)."""
+    whose error is raised when it cannot open; only ``domains`` when given):
+    ``{"mechanism", "socket", "domain", "unit_j", "origin", "moves"}`` each
+    (``die`` where the kernel splits packages by die; ``moves`` is False for
+    counters that never change, as some hypervisors expose them)."""
+    wanted = resolve_domains(domains)
     env = Environment(root, emulate)
     try:
-        return json.loads(_quietwatt.domains_json(env.root, mechanism))
+        rows = json.loads(_quietwatt.domains_json(env.root, mechanism))
     finally:
         env.close()
+    return [r for r in rows if wanted is None or r["domain"] in wanted]

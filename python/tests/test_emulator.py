@@ -70,3 +70,13 @@ def test_unmount_joins_its_threads_and_removes_its_directory():
     assert threads() == before
     with pytest.raises(qw.BadArgument, match="unmounted"):
         emu.truth("package")
+
+
+def test_doctor_and_domains_take_the_common_arguments(emu):
+    [v] = qw.doctor(root=emu.root, mechanism="powercap")
+    assert v["mechanism"] == "powercap" and v["works"] is True, v
+    rows = qw.domains(root=emu.root, mechanism="msr", domains="package,dram")
+    assert {(r["mechanism"], r["domain"]) for r in rows} == {("msr", "package"), ("msr", "dram")}
+    assert all(r["moves"] for r in rows)
+    with pytest.raises(qw.BadArgument, match="unknown mechanism"):
+        qw.doctor(mechanism="nvml")
