@@ -152,9 +152,13 @@ pub fn record(
             // The sampler sees `stop` at its next tick and unparks this thread when it
             // ends. This thread looks itself only where the sampler's period can be
             // longer than STOP_POLL; otherwise it sleeps, so that it adds no wake-up.
+            // A buffered source's sampler wakes at each drain (1 Hz by default) and
+            // sees `stop` then: polling here as well would add four wake-ups a
+            // second to the one the in-kernel path exists to keep. Only a drain
+            // slower than BUFFERED_STOP makes this thread look itself.
             let slow = match mode {
                 Mode::Polled => config.rate.min().period() > STOP_POLL,
-                Mode::Buffered { drain, .. } => drain.period() > STOP_POLL,
+                Mode::Buffered { drain, .. } => drain.period() > BUFFERED_STOP,
             };
             let poll = if slow { STOP_POLL } else { WAIT_BACKSTOP };
             while !control.sampler_done() && !stop.load(Ordering::Relaxed) {
@@ -214,6 +218,10 @@ pub(crate) fn record_between<T>(
 /// caller's stop flag itself when the sampling period can be longer: the latest a
 /// stop is seen at any rate (the sampler sees it at its next tick).
 pub const STOP_POLL: Duration = Duration::from_millis(250);
+
+/// The longest a recording from a buffered source may take to see its stop flag
+/// (one drain period) before the waiting thread polls the flag itself.
+const BUFFERED_STOP: Duration = Duration::from_secs(1);
 
 /// How long that thread sleeps at faster rates, where the sampler wakes it: only a
 /// guard against a wake-up lost to a bug.
