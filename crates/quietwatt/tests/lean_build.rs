@@ -1,43 +1,15 @@
 //! The library without its default features stays lean: `cargo tree` of
 //! `quietwatt --no-default-features` (normal and build dependencies) holds neither
 //! libbpf (whose build needs clang, libelf and zlib) nor the PNG renderer (which is
-//! the lab's, in quietwatt-lab: its own `tests/lean_build.rs` checks it). Cheap: it
-//! resolves the locked dependency graph offline and compiles nothing.
+//! the lab's, in quietwatt-lab: its own `tests/lean_build.rs` checks it).
 
-use std::path::Path;
-use std::process::Command;
+#[path = "support/cargo_tree.rs"]
+mod cargo_tree;
 
-/// The dependency crates `cargo tree` lists for `quietwatt` with `args`, one
-/// `name vX.Y.Z` line each, deduplicated.
+use cargo_tree::heavy;
+
 fn tree(args: &[&str]) -> Vec<String> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(env!("CARGO"))
-        .current_dir(&workspace)
-        .args(["tree", "-p", "quietwatt", "-e", "normal,build"])
-        .args(["--prefix", "none", "--offline", "--locked"])
-        .args(args)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "cargo tree {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut lines: Vec<String> = String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    lines.sort();
-    lines.dedup();
-    lines
-}
-
-/// Lines of `tree` for the crates that need more than a Rust toolchain.
-fn heavy(tree: &[String]) -> Vec<&String> {
-    tree.iter()
-        .filter(|l| l.starts_with("libbpf") || l.starts_with("resvg") || l.starts_with("png "))
-        .collect()
+    cargo_tree::tree("quietwatt", args)
 }
 
 #[test]
