@@ -87,14 +87,6 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map(|x| x.to_string()).unwrap_or_default()
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 impl RunRecord {
     /// The record as one CSV line (with its newline).
     pub fn to_csv(&self) -> String {
@@ -129,7 +121,7 @@ impl RunRecord {
         ];
         let mut line = fields
             .iter()
-            .map(|f| csv_field(f))
+            .map(|f| quietwatt::sink::csv::field(f))
             .collect::<Vec<_>>()
             .join(",");
         line.push('\n');

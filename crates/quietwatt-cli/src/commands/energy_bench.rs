@@ -8,7 +8,7 @@
 //! interval, Welch's t test, the lab's rank test with the Hodges-Lehmann shift, and
 //! a verdict. `--fail-if-more-than PCT` turns the verdict into an exit code for CI.
 
-use super::repeat::{export_json, failed_run, interrupted, stopped, RunResult, Runner, Summaries};
+use super::repeat::{failed_run, interrupted, stopped, RunResult, Runner, Summaries};
 use super::SamplerArgs;
 use crate::emulated::Environment;
 use crate::exit::Failure;
@@ -297,7 +297,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         super::repeat::outlier_warning(c, s);
     }
     if let Some(p) = &args.export_json {
-        export_json(p, &v)?;
+        super::exports::json(p, &v)?;
     }
     if let Some(p) = &args.export_csv {
         let per: Vec<(&str, &[RunResult])> = args

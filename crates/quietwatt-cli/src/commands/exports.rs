@@ -1,4 +1,5 @@
-//! What repeated runs leave behind: `--export-csv` (one row per run),
+//! What repeated runs leave behind: `--export-json` (the `--json` object),
+//! `--export-csv` (one row per run),
 //! `--export-markdown` (hyperfine's table, by energy), and the progress bar shown
 //! on a terminal while they run.
 
@@ -6,6 +7,7 @@ use super::runs::{RunResult, Summaries};
 use crate::exit::{Failure, OUTPUT};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quietwatt::repeat::Ratio;
+use quietwatt::sink::csv::field;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -22,13 +24,10 @@ fn write(path: &Path, flag: &str, text: &str) -> Result<(), Failure> {
     })
 }
 
-/// A CSV field, quoted when it holds a comma, a quote or a newline.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+/// `v`, pretty, for `--export-json`.
+pub fn json(path: &Path, v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    write(path, "--export-json", &(text + "\n"))
 }
 
 /// One row per run: `command,run,exit_code,duration_s,total_energy_j,

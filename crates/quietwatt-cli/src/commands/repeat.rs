@@ -150,20 +150,6 @@ impl<'e> Runner<'e> {
     }
 }
 
-/// Writes `v` to `path` for `--export-json`.
-pub fn export_json(path: &Path, v: &serde_json::Value) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(v).unwrap_or_default();
-    std::fs::write(path, text + "\n").map_err(|e| {
-        Failure::new(
-            crate::exit::OUTPUT,
-            format!(
-                "cannot write --export-json {}: {e}; give a path in a writable directory",
-                path.display()
-            ),
-        )
-    })
-}
-
 /// A command's words as it is shown.
 fn shown(command: &[String]) -> String {
     command.join(" ")
@@ -272,7 +258,7 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     }
     outlier_warning(&what, &s);
     if let Some(p) = a.export_json {
-        export_json(p, &v)?;
+        super::exports::json(p, &v)?;
     }
     if let Some(p) = a.export_csv {
         super::exports::csv(p, &[(what.as_str(), &runs)])?;

@@ -14,6 +14,16 @@ use std::io::{self, Write};
 pub const HEADER: &str =
     "timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter";
 
+/// `s` as one CSV field (RFC 4180): quoted, with its quotes doubled, when it holds a
+/// comma, a quote or a line break; as it is otherwise.
+pub fn field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
 /// Writes CSV rows to `W` in whole batches (give it an [`super::OutputFile`], not a
 /// `BufWriter`: the sink does its own buffering).
 ///
