@@ -167,16 +167,17 @@ class Monitor:
             err = self._session.sampling_error()
             if err:
                 out.append(f"sampling stopped early: {err}")
-            stats = self._session.sample_stats()
-            if stats:
-                dropped = json.loads(stats).get("dropped", 0)
-                if dropped:
-                    out.append(f"{dropped} samples dropped from the buffer (keep_s too short for the run); their energy still counts in the totals")
-        if self.result is not None:
-            out.extend(self.result.warnings)
-            dropped = (self.result.report.get("samples") or {}).get("dropped", 0)
-            if dropped:
-                out.append(f"{dropped} samples dropped from the buffer (keep_s too short for the run); their energy still counts in the totals")
+            stats_json = self._session.sample_stats()
+            stats = json.loads(stats_json) if stats_json else {}
+        else:
+            stats = (self.result.report.get("samples") or {}) if self.result else {}
+            if self.result is not None:
+                out.extend(self.result.warnings)
+        if stats.get("dropped"):
+            out.append(
+                f"{stats['dropped']} samples dropped from the buffer (keep_s too short for the run); "
+                "their energy still counts in the totals"
+            )
         return out
 
     # -- samples ----------------------------------------------------------

@@ -1,7 +1,7 @@
 //! [`quietwatt::Session`] for Python: started from keyword arguments, its reports
 //! as JSON text, its samples as flat lists.
 
-use crate::errors::{bad_argument, to_py, IntoPy};
+use crate::errors::{bad_argument, IntoPy};
 use pyo3::prelude::*;
 use quietwatt::source::Source;
 use quietwatt::{Domain, Hertz, Mechanism, Report, Selection, SessionConfig, SysRoot};
@@ -97,23 +97,24 @@ pub struct Session {
 }
 
 impl Session {
-    fn with<T>(
+    /// Runs `f` on the running session with the GIL released; its error as the
+    /// Python exception, or `BadArgument` once the session is stopped.
+    fn with<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&quietwatt::Session) -> PyResult<T> + Send,
-    ) -> PyResult<T>
-    where
-        T: Send,
-    {
-        py.detach(|| {
+        f: impl FnOnce(&quietwatt::Session) -> quietwatt::Result<T> + Send,
+    ) -> PyResult<T> {
+        let out = py.detach(|| {
             let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
-            match guard.as_ref() {
-                Some(s) => f(s),
-                None => Err(Python::attach(|py| {
-                    bad_argument(py, "this measurement is stopped: start a new one")
-                })),
-            }
-        })
+            guard.as_ref().map(f)
+        });
+        match out {
+            Some(r) => r.py(py),
+            None => Err(bad_argument(
+                py,
+                "this measurement is stopped: start a new one",
+            )),
+        }
     }
 }
 
@@ -185,30 +186,19 @@ impl Session {
 
     /// The energy so far, as JSON, without stopping.
     fn snapshot(&self, py: Python<'_>) -> PyResult<String> {
-        self.with(py, |s| {
-            s.snapshot()
-                .map(|r| json(&r))
-                .map_err(|e| Python::attach(|py| to_py(py, e)))
-        })
+        self.with(py, |s| s.snapshot().map(|r| json(&r)))
     }
 
     /// Opens the named window now.
     fn begin_window(&self, py: Python<'_>, name: &str) -> PyResult<()> {
         let name = name.to_string();
-        self.with(py, move |s| {
-            s.begin_window(&name)
-                .map_err(|e| Python::attach(|py| to_py(py, e)))
-        })
+        self.with(py, move |s| s.begin_window(&name))
     }
 
     /// Closes the named window; its energy as JSON.
     fn end_window(&self, py: Python<'_>, name: &str) -> PyResult<String> {
         let name = name.to_string();
-        self.with(py, move |s| {
-            s.end_window(&name)
-                .map(|r| json(&r))
-                .map_err(|e| Python::attach(|py| to_py(py, e)))
-        })
+        self.with(py, move |s| s.end_window(&name).map(|r| json(&r)))
     }
 
     /// The samples taken since the last drain, handed over and forgotten
