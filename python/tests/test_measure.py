@@ -4,6 +4,7 @@ emulator's ground truth: what it served between the first and last read."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import pytest
@@ -124,14 +125,28 @@ def test_emulate_on_mounts_the_builtin_emulator_for_the_block_and_says_so():
     assert emulator_mounts() == before
 
 
+def open_counters(root: str) -> int:
+    """Files of this process open under `root` (the emulator's counters)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith(root)
+        except OSError:
+            pass  # closed while listed
+    return n
+
+
 def test_repeated_blocks_reuse_the_opened_counters_and_stay_exact(emu):
     with qw.measure(root=emu.root, mechanism="powercap"):
         pass  # opens the counters, which are kept
+    # The 4 counters stay open between blocks, ready for the next one...
+    assert open_counters(emu.root) == 4
     for _ in range(3):
         emu.reset_served()
         with qw.measure(root=emu.root, mechanism="powercap") as m:
             busy(0.02)
-        # The block's two readings are all that reached the counters: nothing was
-        # discovered again (a fresh open reads each counter once more).
+        # ...which reads them again instead of opening new ones (none leak), and
+        # its two readings are all that reached the counters.
+        assert open_counters(emu.root) == 4
         assert emu.served_detail("package", 0, "powercap")["reads"] == 2
         assert_matches_served(m, emu, "powercap")

@@ -106,6 +106,11 @@ fn draining_allocates_nothing_per_sample() {
             &AtomicBool::new(false),
         )
         .unwrap_or_else(|s| panic!("{m}: the recording failed: {s}"));
+        // The thread that waits for the end sleeps until the drain thread ends: it
+        // does not poll the stop flag four times a second (about ten wake-ups in
+        // 2.6 s), which would undo the one wake-up a drain the buffered path keeps.
+        let waiter = rec.overhead.waiter.voluntary_switches;
+        assert!(waiter <= 3, "{m}: the waiter woke {waiter} times");
         let k = rec
             .kernel
             .as_ref()
