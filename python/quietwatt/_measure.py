@@ -73,7 +73,7 @@ class measure:
         if self._session is not None:
             from ._errors import BadArgument
 
-            raise BadArgument("this measurement is already running")
+            raise BadArgument("this measurement is already running: stop() it first, or make a new quietwatt.measure()")
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
@@ -91,7 +91,7 @@ class measure:
         if session is None or env is None:
             from ._errors import BadArgument
 
-            raise BadArgument("this measurement was not started")
+            raise BadArgument("this measurement was not started: use it as `with quietwatt.measure() as m:` or call start() first")
         self._session = None
         self._env = None
         try:

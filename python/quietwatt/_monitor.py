@@ -80,7 +80,7 @@ class Monitor:
     def start(self) -> "Monitor":
         """Opens the counters and starts the sampler thread."""
         if self._session is not None:
-            raise BadArgument("this monitor is already running")
+            raise BadArgument("this monitor is already running: stop() it first, or make a new quietwatt.Monitor")
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
@@ -102,7 +102,7 @@ class Monitor:
         if session is None or env is None:
             if self.result is not None:
                 return self.result
-            raise BadArgument("this monitor was not started")
+            raise BadArgument("this monitor was not started: call start() first, or use it in a with block")
         self._session = None
         self._env = None
         try:

@@ -45,7 +45,10 @@ impl Emulator {
         let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
             Some(m) => f(&m.emulator),
-            None => Err(bad_argument(py, "this emulator is unmounted")),
+            None => Err(bad_argument(
+                py,
+                "this emulator is unmounted: mount a new quietwatt.Emulator",
+            )),
         }
     }
 }

@@ -25,7 +25,7 @@ impl IdleEvents {
         let mut counters = EventCounters::open(groups, root, None).map_err(|e| {
             Failure::new(
                 crate::exit::NO_RAPL,
-                format!("--events: the C-state counters cannot be opened: {e}"),
+                format!("--events: the C-state counters cannot be opened: {e}; leave out --events to export the energy alone"),
             )
         })?;
         for n in &counters.notes {
