@@ -1,5 +1,5 @@
 //! quietwatt's vocabulary, shared by the library, its emulator and its CLI: energy
-//! units, RAPL domains and what a total adds up, and counters that turn raw readings
+//! units, sampling frequencies, RAPL domains and what a total adds up, and counters that turn raw readings
 //! into exact integer totals, telling a wrap from a reset or a glitch.
 //!
 //! No I/O and no `unsafe`: everything here is arithmetic on values handed in, so the
@@ -38,8 +38,10 @@
 
 pub mod counter;
 pub mod domain;
+pub mod frequency;
 pub mod units;
 
 pub use counter::{Counter, Wrap};
 pub use domain::{Domain, DomainId, Socket};
+pub use frequency::Hertz;
 pub use units::{EnergyUnit, Joules, Watts};

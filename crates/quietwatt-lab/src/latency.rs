@@ -391,12 +391,7 @@ fn allowed_cpus() -> Vec<usize> {
 }
 
 fn pin(cpu: usize) -> io::Result<()> {
-    if cpu >= rustix::thread::CpuSet::MAX_CPU {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).map_err(io::Error::from)
+    quietwatt_sys::thread::pin_to_cpu(cpu)
 }
 
 /// `None` for the kernel's own files; a label when they come from elsewhere.

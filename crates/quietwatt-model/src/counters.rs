@@ -5,14 +5,14 @@
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ,
     PERF_COUNT_HW_CACHE_RESULT_MISS, PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_PAGE_FAULTS_MAJ,
-    PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_HW_CACHE, PERF_TYPE_SOFTWARE,
+    PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_TYPE_HW_CACHE, PERF_TYPE_SOFTWARE,
 };
 use quietwatt::error::{Error, Result};
 use quietwatt::source::perf::read_count;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// A perf software event a model counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -147,22 +147,7 @@ impl TaskCounter {
 }
 
 fn open_attr(attr: &mut perf_event_attr, pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: `attr` is a fully initialised perf_event_attr (zeroed by Default, then
-    // set above); a counting event has no effect on this process's memory.
-    let fd = unsafe {
-        perf_event_open_sys::perf_event_open(
-            attr,
-            pid,
-            -1,
-            -1,
-            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    quietwatt_sys::perf::open_task_event(attr, pid)
 }
 
 /// Whether the dTLB read-miss hardware cache event opens on this thread: the TLB

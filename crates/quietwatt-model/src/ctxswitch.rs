@@ -50,16 +50,9 @@ fn scenario_err(what: String) -> impl FnOnce(io::Error) -> Error {
 }
 
 fn pin(cpu: usize) -> Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    if cpu >= rustix::thread::CpuSet::MAX_CPU {
-        return Err(Error::Scenario {
-            what: format!("pin a thread to CPU {cpu}"),
-            source: io::Error::from_raw_os_error(libc::EINVAL),
-        });
-    }
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set)
-        .map_err(|e| scenario_err(format!("pin a thread to CPU {cpu} (is it online?)"))(e.into()))
+    quietwatt_sys::thread::pin_to_cpu(cpu).map_err(scenario_err(format!(
+        "pin a thread to CPU {cpu} (is it online?)"
+    )))
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {

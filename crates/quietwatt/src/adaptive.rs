@@ -112,14 +112,13 @@ impl LoadProbe {
     pub fn open(root: &SysRoot, exclude_self: bool) -> Result<LoadProbe> {
         let path = root.path("/proc/stat");
         let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        // SAFETY: sysconf has no memory effects.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = quietwatt_sys::clock::clock_ticks_per_second() as f64;
         let mut p = LoadProbe {
             file,
             path,
             buf: [0; 512],
             prev: None,
-            exclude_self: exclude_self.then_some(if hz > 0 { hz as f64 } else { 100.0 }),
+            exclude_self: exclude_self.then_some(hz),
             prev_self_ns: process_cpu_ns(),
         };
         // A file being rewritten (a test's synthetic one) can read torn once: retry

@@ -7,67 +7,8 @@
 use serde::Serialize;
 use std::fmt;
 
-/// CPU time and context switches of one thread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ThreadUsage {
-    /// CPU time (user + system), nanoseconds.
-    pub cpu_ns: u64,
-    /// Times the thread gave up the CPU to wait (a timer, a read).
-    pub voluntary_switches: u64,
-    /// Times the scheduler took the CPU away from it.
-    pub involuntary_switches: u64,
-}
-
-impl ThreadUsage {
-    /// The calling thread's usage so far: `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`
-    /// and `getrusage(RUSAGE_THREAD)`.
-    pub fn current() -> ThreadUsage {
-        let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-        let cpu_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-        // SAFETY: getrusage only writes the struct it is given, which is zeroed and
-        // lives for the call; RUSAGE_THREAD is valid on Linux since 2.6.26.
-        let ru = unsafe {
-            let mut ru: libc::rusage = std::mem::zeroed();
-            if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
-                ru = std::mem::zeroed();
-            }
-            ru
-        };
-        ThreadUsage {
-            cpu_ns,
-            voluntary_switches: ru.ru_nvcsw as u64,
-            involuntary_switches: ru.ru_nivcsw as u64,
-        }
-    }
-
-    /// The usage accrued between `start` and `self`.
-    pub fn since(self, start: ThreadUsage) -> ThreadUsage {
-        ThreadUsage {
-            cpu_ns: self.cpu_ns.saturating_sub(start.cpu_ns),
-            voluntary_switches: self
-                .voluntary_switches
-                .saturating_sub(start.voluntary_switches),
-            involuntary_switches: self
-                .involuntary_switches
-                .saturating_sub(start.involuntary_switches),
-        }
-    }
-
-    /// The sum of two threads' usage.
-    pub fn plus(self, o: ThreadUsage) -> ThreadUsage {
-        ThreadUsage {
-            cpu_ns: self.cpu_ns + o.cpu_ns,
-            voluntary_switches: self.voluntary_switches + o.voluntary_switches,
-            involuntary_switches: self.involuntary_switches + o.involuntary_switches,
-        }
-    }
-}
-
-/// CPU time of the whole process (every thread, including setup), nanoseconds.
-pub fn process_cpu_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use quietwatt_sys::clock::process_cpu_ns;
+pub use quietwatt_sys::usage::ThreadUsage;
 
 /// Sub-buckets per power of two: values are kept to within 1/32 (about 3 %).
 const SUB_BITS: u32 = 5;

@@ -5,91 +5,12 @@
 //! timerfd, whose expiration count tells how many deadlines passed while the loop was
 //! busy, and which another thread can fire at once ([`TimerFd::wake`]) to end a wait.
 
-use rustix::fd::OwnedFd;
-use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
-use std::fmt;
 use std::io;
-use std::str::FromStr;
 use std::time::Duration;
 
-/// CLOCK_MONOTONIC in nanoseconds: the clock of perf samples and tracepoints.
-pub fn monotonic_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// The highest sampling frequency accepted: RAPL updates about every millisecond, and
-/// beyond 100 kHz a read costs more than the period.
-pub const MAX_HZ: f64 = 100_000.0;
-
-/// A sampling frequency in hertz, in (0, 100 kHz].
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct Hertz(f64);
-
-/// A frequency outside (0, 100 kHz] or not a number.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "invalid frequency '{0}': give a number of hertz above 0 and at most 100000 (e.g. 1000 or 2kHz)"
-)]
-pub struct InvalidFrequency(pub String);
-
-impl Hertz {
-    /// A checked frequency.
-    pub fn new(hz: f64) -> Result<Hertz, InvalidFrequency> {
-        if hz.is_finite() && hz > 0.0 && hz <= MAX_HZ {
-            Ok(Hertz(hz))
-        } else {
-            Err(InvalidFrequency(hz.to_string()))
-        }
-    }
-
-    /// `hz` brought into (0, 100 kHz] (a NaN becomes the maximum): for rates computed
-    /// from rates already checked.
-    pub fn clamped(hz: f64) -> Hertz {
-        if hz.is_nan() {
-            return Hertz(MAX_HZ);
-        }
-        Hertz(hz.clamp(f64::MIN_POSITIVE, MAX_HZ))
-    }
-
-    /// The value in hertz.
-    pub fn hz(self) -> f64 {
-        self.0
-    }
-
-    /// The sampling period.
-    pub fn period(self) -> Duration {
-        Duration::from_secs_f64(1.0 / self.0)
-    }
-}
-
-impl FromStr for Hertz {
-    type Err = InvalidFrequency;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let t = s.trim();
-        let (num, mult) = if let Some(k) = t.strip_suffix("kHz").or_else(|| t.strip_suffix("khz")) {
-            (k, 1000.0)
-        } else {
-            (
-                t.strip_suffix("Hz")
-                    .or_else(|| t.strip_suffix("hz"))
-                    .unwrap_or(t),
-                1.0,
-            )
-        };
-        let hz: f64 = num
-            .trim()
-            .parse()
-            .map_err(|_| InvalidFrequency(s.to_string()))?;
-        Hertz::new(hz * mult).map_err(|_| InvalidFrequency(s.to_string()))
-    }
-}
-
-impl fmt::Display for Hertz {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} Hz", self.0)
-    }
-}
+pub use quietwatt_core::frequency::{period_ns, Hertz, InvalidFrequency, MAX_HZ};
+pub use quietwatt_sys::clock::monotonic_ns;
+pub use quietwatt_sys::timer::TimerFd;
 
 /// Deadlines at `start + k * period`.
 #[derive(Debug, Clone)]
@@ -135,65 +56,6 @@ impl Ticker {
             self.next_ns += missed * self.period_ns;
         }
         missed
-    }
-}
-
-fn timespec(ns: u64) -> Timespec {
-    Timespec {
-        tv_sec: (ns / 1_000_000_000) as _,
-        tv_nsec: (ns % 1_000_000_000) as _,
-    }
-}
-
-/// A CLOCK_MONOTONIC timerfd.
-#[derive(Debug)]
-pub struct TimerFd {
-    fd: OwnedFd,
-}
-
-impl TimerFd {
-    /// A disarmed timer.
-    pub fn new() -> io::Result<TimerFd> {
-        let fd = rustix::time::timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC)?;
-        Ok(TimerFd { fd })
-    }
-
-    /// Arms the timer to expire at the absolute time `first_ns`, then every `period_ns`.
-    /// Expirations not yet read are discarded (the kernel resets the count).
-    pub fn arm(&self, first_ns: u64, period_ns: u64) -> io::Result<()> {
-        let spec = Itimerspec {
-            it_interval: timespec(period_ns),
-            it_value: timespec(first_ns.max(1)),
-        };
-        rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &spec)?;
-        Ok(())
-    }
-
-    /// Blocks until the timer expires; returns the expirations since the last read
-    /// (1 when on time, more when deadlines passed unseen).
-    pub fn wait(&self) -> u64 {
-        let mut buf = [0u8; 8];
-        loop {
-            match rustix::io::read(&self.fd, &mut buf) {
-                Ok(8) => return u64::from_ne_bytes(buf),
-                // A signal landed on this thread: whoever wants the wait to end also
-                // calls `wake`, so waiting again is right.
-                Err(rustix::io::Errno::INTR) => continue,
-                // Cannot happen for a valid timerfd; count it as one tick rather than spin.
-                _ => return 1,
-            }
-        }
-    }
-
-    /// Makes a blocked (or the next) [`TimerFd::wait`] return at once, from any
-    /// thread. The periodic schedule is dropped: this is for stopping.
-    pub fn wake(&self) {
-        let spec = Itimerspec {
-            it_interval: timespec(0),
-            it_value: timespec(1),
-        };
-        // Relative 1 ns: fires immediately. Failure is impossible for a valid fd.
-        let _ = rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec);
     }
 }
 
@@ -321,11 +183,6 @@ impl<'t> Pacer<'t> {
     }
 }
 
-/// A frequency's period in whole nanoseconds (at least 1).
-pub fn period_ns(freq: Hertz) -> u64 {
-    (1e9 / freq.hz()).round().max(1.0) as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,18 +244,5 @@ mod tests {
         r.wait();
         std::thread::sleep(Duration::from_micros(5500));
         assert_eq!(r.overdue(monotonic_ns()), 0);
-    }
-
-    #[test]
-    fn frequencies_are_checked() {
-        assert_eq!("1000".parse::<Hertz>().unwrap().hz(), 1000.0);
-        assert_eq!("2kHz".parse::<Hertz>().unwrap().hz(), 2000.0);
-        assert_eq!(
-            "0.5".parse::<Hertz>().unwrap().period(),
-            Duration::from_secs(2)
-        );
-        for bad in ["0", "-1", "100001", "nan", "inf", "fast", ""] {
-            assert!(bad.parse::<Hertz>().is_err(), "{bad} accepted");
-        }
     }
 }

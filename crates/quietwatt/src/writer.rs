@@ -85,12 +85,7 @@ const WRITER_NICE: i32 = 10;
 /// Lowers the calling thread's priority to [`WRITER_NICE`]; a refusal (never
 /// expected: lowering is always allowed) leaves it as it was.
 fn lower_priority() {
-    // SAFETY: setpriority on the calling thread's id (PRIO_PROCESS with a thread id
-    // acts on that thread on Linux); it only changes a scheduling attribute.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WRITER_NICE);
-    }
+    let _ = quietwatt_sys::thread::set_nice(WRITER_NICE);
 }
 
 /// Hands every record in the sampler's word ring to the sink, converted to

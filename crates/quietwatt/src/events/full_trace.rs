@@ -19,13 +19,13 @@
 use super::TRACED;
 use super::{Event, EventsError, Groups, Result};
 use crate::source::inkernel::perf_open;
-use crate::source::inkernel::ring::BpfRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN,
     PERF_TYPE_SOFTWARE,
 };
+use quietwatt_sys::ring::BpfRing;
 use std::fmt;
 use std::io::Write;
 use std::mem::MaybeUninit;
@@ -131,7 +131,7 @@ impl FullTrace {
     /// sched: sched_switch; faults: the fault events of every CPU in `cpus`) and a
     /// ring of `ring_bytes` (rounded up to a power of two of at least a page).
     pub fn open(groups: Groups, cpus: &[u32], ring_bytes: usize) -> Result<FullTrace> {
-        let page = crate::source::inkernel::ring::page_size();
+        let page = quietwatt_sys::ring::page_size();
         let ring_bytes = ring_bytes.max(page).next_power_of_two();
         let ring_len = u32::try_from(ring_bytes)
             .map_err(|_| err("size the ring", format!("{ring_bytes} bytes is too large")))?;

@@ -151,45 +151,12 @@ pub struct WakeupReport {
 /// ride out a host stalling this VM's vCPUs for tens of ms.
 pub const LOST_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
-fn futex_wait(word: &AtomicU32, expected: u32, timeout: &libc::timespec) {
-    // SAFETY: FUTEX_WAIT reads the aligned u32 behind `word`, which outlives the call;
-    // the timeout struct lives across it. A spurious or early return is handled by
-    // the caller's loop.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            timeout as *const libc::timespec,
-        );
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the address as a key; it reads no memory.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
-        );
-    }
-}
+use quietwatt_sys::thread::{futex_wait, futex_wake};
 
 fn pin(cpu: u32) -> Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    if cpu as usize >= rustix::thread::CpuSet::MAX_CPU {
-        return Err(EventsError::Recorder {
-            what: format!("pin a thread to CPU {cpu}"),
-            source: std::io::Error::from_raw_os_error(libc::EINVAL),
-        });
-    }
-    set.set(cpu as usize);
-    rustix::thread::sched_setaffinity(None, &set).map_err(|e| EventsError::Recorder {
+    quietwatt_sys::thread::pin_to_cpu(cpu as usize).map_err(|source| EventsError::Recorder {
         what: format!("pin a thread to CPU {cpu} (is it online and allowed?)"),
-        source: e.into(),
+        source,
     })
 }
 
@@ -317,15 +284,12 @@ pub fn run(
                 return;
             }
             // A bounded wait: a lost wake-up can never hang the experiment.
-            let timeout = libc::timespec {
-                tv_sec: 1,
-                tv_nsec: 0,
-            };
+            let timeout = std::time::Duration::from_secs(1);
             let mut seen = 0u32;
             loop {
                 let v = seq.load(Ordering::Acquire);
                 if v == seen {
-                    futex_wait(seq, seen, &timeout);
+                    futex_wait(seq, seen, timeout);
                     continue;
                 }
                 let t = monotonic_ns();

@@ -443,20 +443,7 @@ pub(crate) fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<S
     Ok(warnings)
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread, so that they reach the thread
-/// that waits for them (the caller's) and never interrupt a read here: a FUSE read
-/// (the emulator) interrupted by a signal fails with EINTR.
-pub(crate) fn block_stop_signals() {
-    // SAFETY: the set is initialised by sigemptyset before use and outlives the
-    // calls; pthread_sigmask only changes this thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-}
+pub(crate) use quietwatt_sys::thread::{block_stop_signals, current_cpu};
 
 /// Where the sampler runs: `(cpu to pin to, notes)`, from the CPU of each counter
 /// read per tick (`read_cpus`, one entry per read, [`crate::Source::read_cpus`])
@@ -518,39 +505,13 @@ pub fn placement(read_cpus: &[u32], asked: Option<usize>) -> (Option<usize>, Vec
 pub const RT_PRIORITY: i32 = 10;
 
 fn set_fifo() -> std::io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: RT_PRIORITY,
-    };
-    // SAFETY: sched_setscheduler reads the param struct, which lives for the call;
-    // pid 0 is the calling thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// The CPU the calling thread runs on now (`sched_getcpu`, a vDSO call).
-pub(crate) fn current_cpu() -> Option<usize> {
-    // SAFETY: sched_getcpu takes no argument and only returns a number.
-    let c = unsafe { libc::sched_getcpu() };
-    usize::try_from(c).ok()
+    quietwatt_sys::thread::set_fifo(RT_PRIORITY)
 }
 
 fn pin(cpu: usize) -> Result<()> {
-    let what =
-        || format!("pin the sampler to CPU {cpu}: give an online CPU that this process may use");
-    if cpu >= rustix::thread::CpuSet::MAX_CPU {
-        return Err(Error::Engine {
-            what: what(),
-            source: std::io::Error::from_raw_os_error(libc::EINVAL),
-        });
-    }
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).map_err(|e| Error::Engine {
-        what: what(),
-        source: e.into(),
+    quietwatt_sys::thread::pin_to_cpu(cpu).map_err(|source| Error::Engine {
+        what: format!("pin the sampler to CPU {cpu}: give an online CPU that this process may use"),
+        source,
     })
 }
 

@@ -23,7 +23,6 @@
 //!
 //! **Privileges.** CAP_BPF and CAP_PERFMON (or root); the error says so.
 
-use super::ring::BpfRing;
 use super::{
     bpf_permission_fix, cpu_clock_attr, perf_enable, perf_open, period_ns, rename, ring_bytes,
     KernelCounts, KernelSample, KernelSampler, Plan, MAX_DOMAINS,
@@ -34,6 +33,7 @@ use crate::source::{Channel, Mechanism};
 use crate::ticker::Hertz;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use quietwatt_sys::ring::BpfRing;
 use std::cell::RefCell;
 use std::io;
 use std::mem::MaybeUninit;
@@ -194,7 +194,7 @@ impl<'obj> EbpfSampler<'obj> {
             drain,
             plan.groups.len(),
             RECORD_BYTES,
-            16 * super::ring::page_size(),
+            16 * quietwatt_sys::ring::page_size(),
         );
 
         let mut open = SamplerSkelBuilder::default()

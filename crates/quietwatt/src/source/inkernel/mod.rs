@@ -42,7 +42,6 @@
 pub mod ebpf;
 mod figures;
 pub mod perf_ring;
-pub(crate) mod ring;
 mod source;
 
 pub use figures::KernelFigures;
@@ -57,8 +56,7 @@ use crate::source::{Channel, Mechanism, Selection, Source};
 use crate::ticker::Hertz;
 use crate::units::EnergyUnit;
 use serde::Serialize;
-use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 /// The most events one sampling CPU reads per sample (`QW_MAX_DOMAINS` in
@@ -494,63 +492,9 @@ pub fn bpf_permission_fix() -> String {
     )
 }
 
-/// `perf_event_open(attr, pid = -1, cpu, group_fd, FD_CLOEXEC)`: a CPU-wide event.
-pub(crate) fn perf_open(
-    attr: &mut perf_event_open_sys::bindings::perf_event_attr,
-    cpu: u32,
-    group_fd: Option<BorrowedFd<'_>>,
-) -> io::Result<OwnedFd> {
-    let cpu = libc::c_int::try_from(cpu).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    attr.size = std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32;
-    let group = group_fd.map_or(-1, |fd| fd.as_raw_fd());
-    // SAFETY: `attr` is a fully initialised perf_event_attr that outlives the call;
-    // the events asked for (counting or sampling into their own ring) write no
-    // memory of this process.
-    let fd = unsafe {
-        perf_event_open_sys::perf_event_open(
-            attr,
-            -1,
-            cpu,
-            group,
-            perf_event_open_sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Enables (`true`) or disables a perf event; on a group leader, the whole group.
-pub(crate) fn perf_enable(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
-    use perf_event_open_sys::ioctls;
-    // SAFETY: ENABLE and DISABLE take an integer argument and touch no memory.
-    let r = unsafe {
-        if on {
-            ioctls::ENABLE(fd.as_raw_fd(), 0)
-        } else {
-            ioctls::DISABLE(fd.as_raw_fd(), 0)
-        }
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// The kernel's id of a perf event (what `PERF_FORMAT_ID` reports beside its value).
-pub(crate) fn perf_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    let mut id = 0u64;
-    // SAFETY: ID writes one u64 through the pointer, which is valid for the call.
-    let r = unsafe { perf_event_open_sys::ioctls::ID(fd.as_raw_fd(), &mut id) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(id)
-    }
-}
+pub(crate) use quietwatt_sys::perf::{
+    enable as perf_enable, event_id as perf_id, open_cpu_event as perf_open,
+};
 
 /// A cpu-clock sampling event on `cpu` firing every `period_ns`, opened disabled:
 /// the clock of both in-kernel mechanisms. CLOCK_MONOTONIC timestamps, like every

@@ -22,7 +22,6 @@
 //! count becomes the next sample's missed samples. Throttling (`PERF_RECORD_THROTTLE`)
 //! is counted too.
 
-use super::ring::{page_size, PerfRing, MAX_RECORD};
 use super::{
     cpu_clock_attr, perf_enable, perf_id, perf_open, period_ns, rename, ring_bytes, KernelCounts,
     KernelSample, KernelSampler, Plan, MAX_DOMAINS,
@@ -35,6 +34,7 @@ use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_FORMAT_GROUP, PERF_FORMAT_ID, PERF_RECORD_LOST, PERF_RECORD_SAMPLE,
     PERF_RECORD_THROTTLE, PERF_SAMPLE_READ, PERF_SAMPLE_TIME,
 };
+use quietwatt_sys::ring::{page_size, PerfRing, MAX_RECORD};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;

@@ -4,59 +4,10 @@
 use super::EventSpec;
 use crate::error::Error;
 use crate::source::Mechanism;
-use perf_event_open_sys::bindings::{perf_event_attr, PERF_FLAG_FD_CLOEXEC};
 use std::io;
-use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-// ---------------------------------------------------------------------------
-// The syscall wrapper.
-
-/// Opens a system-wide counting event: `perf_event_open(attr, pid = -1, cpu, -1,
-/// FD_CLOEXEC)` with `attr.type = pmu_type`, `attr.config = config`, counting
-/// (sample period 0), enabled at once, no `exclude_*` bit, and `read_format = 0`
-/// so that a `read()` returns the bare 64-bit count.
-pub fn open_counting_event(pmu_type: u32, config: u64, cpu: u32) -> io::Result<OwnedFd> {
-    let cpu = libc::c_int::try_from(cpu).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let mut attr = perf_event_attr {
-        type_: pmu_type,
-        // The struct as this binding knows it; the kernel accepts a larger struct
-        // whose extra bytes are zero, and a smaller one from older headers.
-        size: std::mem::size_of::<perf_event_attr>() as u32,
-        config,
-        ..Default::default()
-    };
-    // SAFETY: `attr` is a fully initialised perf_event_attr (zeroed by Default, then
-    // the three fields above); the call asks only for a counting event, which has
-    // no effect on memory of this process.
-    let fd = unsafe {
-        perf_event_open_sys::perf_event_open(
-            &mut attr,
-            -1,
-            cpu,
-            -1,
-            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Reads an event's 64-bit count with one `read()` into a stack buffer.
-#[inline]
-pub fn read_count(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    let mut buf = [0u8; 8];
-    let n = rustix::io::read(fd, &mut buf[..]).map_err(io::Error::from)?;
-    if n != buf.len() {
-        // With read_format = 0 the kernel always returns 8 bytes; fewer means the
-        // descriptor is not what we opened.
-        return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-    }
-    Ok(u64::from_ne_bytes(buf))
-}
+pub use quietwatt_sys::perf::{open_counting_event, read_count};
 
 /// The fix for a refused system-wide event, with this machine's setting.
 pub fn permission_fix() -> String {

@@ -24,7 +24,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The system page size.
-pub(crate) fn page_size() -> usize {
+pub fn page_size() -> usize {
     // SAFETY: sysconf only reads a system constant.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
@@ -32,7 +32,7 @@ pub(crate) fn page_size() -> usize {
 
 /// A shared mapping of a descriptor, unmapped on drop.
 #[derive(Debug)]
-pub(crate) struct Mapping {
+pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -43,7 +43,7 @@ unsafe impl Send for Mapping {}
 
 impl Mapping {
     /// Maps `len` bytes of `fd` from `offset`, shared, with `prot`.
-    pub(crate) fn new(
+    pub fn new(
         fd: BorrowedFd<'_>,
         len: usize,
         offset: usize,
@@ -117,19 +117,17 @@ const BPF_RINGBUF_HDR_SZ: usize = 8;
 /// A BPF ring buffer mapped for reading.
 // Plain shared memory, no libbpf: built (and tested) whatever the features, read
 // by the BPF users only.
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 #[derive(Debug)]
-pub(crate) struct BpfRing {
+pub struct BpfRing {
     consumer: Mapping,
     producer: Mapping,
     mask: usize,
     page: usize,
 }
 
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 impl BpfRing {
     /// Maps the ring buffer map `fd` of `size` data bytes (a power of two).
-    pub(crate) fn new(fd: BorrowedFd<'_>, size: usize) -> io::Result<BpfRing> {
+    pub fn new(fd: BorrowedFd<'_>, size: usize) -> io::Result<BpfRing> {
         let page = page_size();
         let consumer = Mapping::new(fd, page, 0, libc::PROT_READ | libc::PROT_WRITE)?;
         let producer = Mapping::new(fd, page + 2 * size, page, libc::PROT_READ)?;
@@ -142,7 +140,7 @@ impl BpfRing {
     }
 
     /// Bytes written by the kernel and not yet consumed.
-    pub(crate) fn pending(&self) -> u64 {
+    pub fn pending(&self) -> u64 {
         let prod = self.producer.u64_at(0).load(Ordering::Acquire);
         let cons = self.consumer.u64_at(0).load(Ordering::Acquire);
         prod.saturating_sub(cons)
@@ -151,7 +149,7 @@ impl BpfRing {
     /// Hands each complete record to `f` (its payload, in place), oldest first, and
     /// releases it. Stops at a record the kernel is still writing. Returns how many
     /// records were handed over.
-    pub(crate) fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> u64 {
+    pub fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> u64 {
         let cons_word = self.consumer.u64_at(0);
         let mut cons = cons_word.load(Ordering::Acquire);
         let mut n = 0;
@@ -196,13 +194,13 @@ const DATA_SIZE: usize = 1048;
 
 /// The largest record quietwatt reads: a sample with the time and a group of up
 /// to 1 + MAX_DOMAINS (value, id) pairs is 296 bytes.
-pub(crate) const MAX_RECORD: usize = 512;
+pub const MAX_RECORD: usize = 512;
 
 /// A perf event's mmap ring. The caller keeps its own read position (from
 /// [`PerfRing::tail`] to [`PerfRing::head`]) and gives records back with
 /// [`PerfRing::release`].
 #[derive(Debug)]
-pub(crate) struct PerfRing {
+pub struct PerfRing {
     map: Mapping,
     data_off: usize,
     data_size: usize,
@@ -211,7 +209,7 @@ pub(crate) struct PerfRing {
 impl PerfRing {
     /// Maps the ring of sampling event `fd`: one control page and `data_pages`
     /// (a power of two) data pages.
-    pub(crate) fn new(fd: BorrowedFd<'_>, data_pages: usize) -> io::Result<PerfRing> {
+    pub fn new(fd: BorrowedFd<'_>, data_pages: usize) -> io::Result<PerfRing> {
         let page = page_size();
         let map = Mapping::new(
             fd,
@@ -234,29 +232,29 @@ impl PerfRing {
     }
 
     /// Where the kernel has written up to (acquire: the records before it are complete).
-    pub(crate) fn head(&self) -> u64 {
+    pub fn head(&self) -> u64 {
         self.map.u64_at(DATA_HEAD).load(Ordering::Acquire)
     }
 
     /// Where user space has read up to.
-    pub(crate) fn tail(&self) -> u64 {
+    pub fn tail(&self) -> u64 {
         self.map.u64_at(DATA_TAIL).load(Ordering::Relaxed)
     }
 
     /// Gives every record before `pos` back to the kernel.
-    pub(crate) fn release(&self, pos: u64) {
+    pub fn release(&self, pos: u64) {
         self.map.u64_at(DATA_TAIL).store(pos, Ordering::Release);
     }
 
     /// Bytes written by the kernel and not yet released.
-    pub(crate) fn pending(&self) -> u64 {
+    pub fn pending(&self) -> u64 {
         self.head().saturating_sub(self.tail())
     }
 
     /// Copies the record at `pos` (which must be below a head already acquired) into
     /// `buf` without its header; returns its type, its full size (the step to the
     /// next record) and the body length copied (at most [`MAX_RECORD`]).
-    pub(crate) fn read(&self, pos: u64, buf: &mut [u8; MAX_RECORD]) -> (u32, u64, usize) {
+    pub fn read(&self, pos: u64, buf: &mut [u8; MAX_RECORD]) -> (u32, u64, usize) {
         let mut hdr = [0u8; 8];
         self.copy(pos, &mut hdr);
         let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
