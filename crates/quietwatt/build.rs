@@ -1,94 +1,18 @@
-//! Compiles every BPF program in `src/bpf/` (`NAME.bpf.c`) with clang and generates
-//! its skeleton into `OUT_DIR/NAME.skel.rs`, through libbpf-cargo: the object is
-//! embedded in the library, and the C structs its maps use become Rust types.
-//! A module includes it with
-//! `include!(concat!(env!("OUT_DIR"), "/NAME.skel.rs"))`.
-//!
-//! The programs include only `<linux/bpf.h>` (linux-libc-dev) and libbpf's
-//! `bpf_helpers.h` (which libbpf-cargo extracts from libbpf-sys): no bpftool, no
-//! vmlinux.h, no network. `scripts/setup-deps.sh` installs clang.
-//!
-//! All of it only with the `bpf` feature (on by default): without it this script
-//! does nothing, and libbpf-cargo, an optional build-dependency, is not even built.
+//! Compiles the ebpf mechanism's BPF program (`src/bpf/*.bpf.c`) and generates its
+//! skeleton, through `quietwatt-bpf-build` (clang and libbpf-cargo): only with the
+//! `bpf` feature. Without it this script does nothing, and neither the helper nor
+//! libbpf-cargo is built.
 
-#[cfg(feature = "bpf")]
-use std::env;
-#[cfg(feature = "bpf")]
-use std::ffi::OsString;
-#[cfg(feature = "bpf")]
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-#[cfg(feature = "bpf")]
-const BPF_DIR: &str = "src/bpf";
 
 #[cfg(not(feature = "bpf"))]
 fn main() -> ExitCode {
-    // No BPF program to build: nothing to do, and nothing to rerun for but this file.
     println!("cargo:rerun-if-changed=build.rs");
     ExitCode::SUCCESS
 }
 
 #[cfg(feature = "bpf")]
 fn main() -> ExitCode {
-    // The directory too: a program added there is built without touching this file.
-    println!("cargo:rerun-if-changed={BPF_DIR}");
     println!("cargo:rerun-if-changed=build.rs");
-    let Some(out_dir) = env::var_os("OUT_DIR").map(PathBuf::from) else {
-        eprintln!("quietwatt build: OUT_DIR is not set (this script runs under cargo only)");
-        return ExitCode::FAILURE;
-    };
-    let mut sources: Vec<PathBuf> = match std::fs::read_dir(BPF_DIR) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
-            .collect(),
-        Err(e) => {
-            eprintln!("quietwatt build: cannot list {BPF_DIR}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    sources.sort();
-
-    let mut clang_args: Vec<OsString> = Vec::new();
-    // `-target bpf` drops the multiarch include directory, where <asm/types.h>
-    // (included by <linux/bpf.h>) lives on Debian and Ubuntu.
-    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
-    let multiarch = Path::new("/usr/include").join(format!("{arch}-linux-gnu"));
-    if multiarch.join("asm").is_dir() {
-        clang_args.push("-I".into());
-        clang_args.push(multiarch.into_os_string());
-    }
-    // Warnings in our own program are errors: it is small and runs in the kernel.
-    clang_args.push("-Wall".into());
-    clang_args.push("-Werror".into());
-
-    let clang = env::var_os("CLANG").unwrap_or_else(|| "clang".into());
-    println!("cargo:rerun-if-env-changed=CLANG");
-    for src in &sources {
-        println!("cargo:rerun-if-changed={}", src.display());
-        let file = src.file_name().map(|f| f.to_string_lossy().into_owned());
-        let name = file
-            .as_deref()
-            .and_then(|f| f.strip_suffix(".bpf.c"))
-            .unwrap_or("bpf");
-        let out = out_dir.join(format!("{name}.skel.rs"));
-        if let Err(e) = libbpf_cargo::SkeletonBuilder::new()
-            .source(src)
-            .clang(&clang)
-            .clang_args(clang_args.clone())
-            .build_and_generate(&out)
-        {
-            eprintln!(
-                "quietwatt build: compiling {} with {} failed: {e:#}\n\
-                 The BPF programs need clang and the Linux UAPI headers: run ./scripts/setup-deps.sh \
-                 (Debian/Ubuntu: apt-get install clang libelf-dev zlib1g-dev pkg-config), or set CLANG \
-                 to a clang that targets bpf.",
-                src.display(),
-                Path::new(&clang).display()
-            );
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    quietwatt_bpf_build::build_programs("src/bpf")
 }

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use quietwatt::trace::chrome::{validate, PID_ENERGY, PID_EVENTS};
 use quietwatt_emulator::EmulatorConfig;
+use quietwatt_events::trace::chrome::{validate, PID_ENERGY, PID_EVENTS};
 use serde_json::Value;
 use std::collections::BTreeSet;
 

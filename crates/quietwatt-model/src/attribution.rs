@@ -16,9 +16,9 @@ use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::file::Model;
 use super::Family;
 use quietwatt::error::Result;
-use quietwatt::events::{CpuidleStates, Event, EventCounters};
 use quietwatt::root::SysRoot;
 use quietwatt::stats::excludes;
+use quietwatt_events::{CpuidleStates, Event, EventCounters};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ pub struct Attributor {
 
 /// Every online CPU's cpuidle `usage` counters (this machine's), read once.
 fn open_idle_usage() -> std::result::Result<(EventCounters, Vec<u64>), String> {
-    let cpus = quietwatt::events::online_cpus().map_err(|e| e.to_string())?;
+    let cpus = quietwatt_events::online_cpus().map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
     let states =
         CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).map_err(|e| e.to_string())?;

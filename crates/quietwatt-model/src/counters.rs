@@ -1,5 +1,5 @@
 //! perf software counters on one task (a thread, a child process), as opposed to the
-//! system-wide per-CPU counters of [`quietwatt::events`]: a model counts the events of
+//! system-wide per-CPU counters of [`quietwatt_events`]: a model counts the events of
 //! the scenario it runs, and `run --model` those of the command it measures.
 
 use perf_event_open_sys::bindings::{

@@ -16,7 +16,7 @@
 //! - [`ctxswitch`]: a pipe ping-pong between two threads on one CPU, and its
 //!   no-switch baseline;
 //! - [`wakeup`]: wake-ups from idle, by the caller/callee experiment of
-//!   [`quietwatt::events::wakeup`];
+//!   [`quietwatt_events::wakeup`];
 //! - [`sweep`]: the interleaved schedule of runs (round after round, shuffled);
 //! - least squares with intervals is [`quietwatt::stats::fit`], which the engine's
 //!   event summaries use too;

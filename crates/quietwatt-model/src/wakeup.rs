@@ -1,5 +1,5 @@
 //! Wake-ups of an idle CPU, through the caller/callee experiment of the events
-//! module ([`quietwatt::events::wakeup`], paper 004's Listing 1): a caller pinned to one
+//! module ([`quietwatt_events::wakeup`], paper 004's Listing 1): a caller pinned to one
 //! CPU wakes a callee pinned to another with a futex, `count` times spread evenly
 //! over a fixed window, and the callee goes straight back to sleep (no busy-wait).
 //!
@@ -14,8 +14,8 @@ use super::energy::EnergyProbe;
 use super::sweep::Planned;
 use super::{Measured, Scenario, ScenarioSpec, XAxis};
 use quietwatt::error::{Error, Result};
-use quietwatt::events::wakeup::{self, WakeupConfig};
 use quietwatt::root::SysRoot;
+use quietwatt_events::wakeup::{self, WakeupConfig};
 use std::collections::BTreeMap;
 use std::io;
 use std::time::{Duration, Instant};

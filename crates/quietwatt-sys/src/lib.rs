@@ -27,3 +27,24 @@ pub mod ring;
 pub mod thread;
 pub mod timer;
 pub mod usage;
+
+/// Declares `mod skel` holding the skeleton that `build.rs` generated for
+/// `src/bpf/NAME.bpf.c` of the calling crate (`quietwatt-bpf-build` in its build
+/// script: the C structs as Rust types, the object embedded). Generated code: the
+/// crate's lints do not apply to it.
+#[macro_export]
+macro_rules! bpf_skeleton {
+    ($name:literal) => {
+        #[allow(
+            dead_code,
+            missing_docs,
+            unused_qualifications,
+            clippy::all,
+            clippy::pedantic,
+            unsafe_op_in_unsafe_fn
+        )]
+        mod skel {
+            include!(concat!(env!("OUT_DIR"), "/", $name, ".skel.rs"));
+        }
+    };
+}

@@ -27,9 +27,6 @@
 //! - [`adaptive`]: the sampling rate that follows the machine's load.
 //! - [`overhead`]: what measuring costs, accounted on every run.
 //! - [`bench`](mod@bench): the timerfd engine against naive loops (paper 002, Fig. 5).
-//! - [`events`]: OS events (C-states, wake-ups, context switches, page faults) counted
-//!   in the kernel on the energy's clock, and the wake-up experiment; [`trace`]: a
-//!   recording read back and converted to the Chrome JSON trace format.
 //! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
 //!   Hodges-Lehmann) and least squares with intervals, checked against SciPy.
 //! - [`plot`]: box, line and scatter plots as SVG documents, written by hand.
@@ -95,30 +92,9 @@ pub use error::{Error, ErrorKind, Result};
 pub use root::SysRoot;
 pub use units::{EnergyUnit, Joules, Watts};
 
-/// Declares `mod skel` holding the skeleton that `build.rs` generated for
-/// `src/bpf/NAME.bpf.c` (libbpf-cargo: the C structs as Rust types, the object
-/// embedded). Generated code: the crate's lints do not apply to it.
-#[cfg(feature = "bpf")]
-macro_rules! bpf_skeleton {
-    ($name:literal) => {
-        #[allow(
-            dead_code,
-            missing_docs,
-            unused_qualifications,
-            clippy::all,
-            clippy::pedantic,
-            unsafe_op_in_unsafe_fn
-        )]
-        mod skel {
-            include!(concat!(env!("OUT_DIR"), "/", $name, ".skel.rs"));
-        }
-    };
-}
-
 pub mod adaptive;
 pub mod bench;
 pub mod command;
-pub mod events;
 pub mod export;
 pub mod meter;
 pub mod overhead;
@@ -136,7 +112,6 @@ pub mod stats;
 pub use source::inkernel;
 pub mod ticker;
 pub mod topology;
-pub mod trace;
 pub mod writer;
 
 pub use meter::{EnergyReport, Meter};

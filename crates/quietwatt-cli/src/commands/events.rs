@@ -4,15 +4,15 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT, USAGE};
-use quietwatt::events::full_trace;
-use quietwatt::events::power_profile::EnergySampler;
-use quietwatt::events::recorder::DEFAULT_HZ;
-use quietwatt::events::summary::EventSummary;
-use quietwatt::events::wakeup::{self, WakeupConfig, WakeupReport};
-use quietwatt::events::{EventCounters, EventRecorder, EventTotals, EventsError, Groups};
 use quietwatt::sink::OutputFile;
-use quietwatt::trace::{self, EnergyFile, EventsFile, TraceError};
 use quietwatt::{source, EnergyReport, Hertz, Metadata, Selection};
+use quietwatt_events::full_trace;
+use quietwatt_events::power_profile::EnergySampler;
+use quietwatt_events::recorder::DEFAULT_HZ;
+use quietwatt_events::summary::EventSummary;
+use quietwatt_events::trace::{self, EnergyFile, EventsFile, TraceError};
+use quietwatt_events::wakeup::{self, WakeupConfig, WakeupReport};
+use quietwatt_events::{EventCounters, EventRecorder, EventTotals, EventsError, Groups};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -331,7 +331,7 @@ pub fn wakeup(env: &Environment, args: WakeupArgs) -> Result<ExitCode, Failure> 
         root: env.root.clone(),
     };
     // The power around the wake-up: the caller reads the energy counters while it
-    // waits (see quietwatt::events::power_profile), every 50 µs.
+    // waits (see quietwatt_events::power_profile), every 50 µs.
     let seconds = config.interval.as_secs_f64() * (config.count + 1) as f64;
     let mut true_w = None;
     let (profile, energy) = match source::open(&env.root, None, &Selection::all()) {
@@ -448,7 +448,7 @@ fn print_wakeup(r: &WakeupReport) {
 
 /// The profile as a table: one row per bin, its interval, and whether it differs
 /// from the mean power of the whole run (the baseline).
-fn print_profile(p: &quietwatt::events::power_profile::PowerProfile) {
+fn print_profile(p: &quietwatt_events::power_profile::PowerProfile) {
     let mean = p.mean_w.unwrap_or(0.0);
     println!(
         "  {} reads, {} counter changes (median {} µs apart), slowest read {:.1} µs; mean {:.3} W{}{}",

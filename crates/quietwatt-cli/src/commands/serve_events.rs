@@ -3,9 +3,9 @@
 //! `power:cpu_idle` exits), as counters since the exporter started.
 
 use crate::exit::Failure;
-use quietwatt::events::{Event, EventCounters, Groups};
 use quietwatt::export::prometheus::{IdleSeries, WakeupSeries};
 use quietwatt::SysRoot;
+use quietwatt_events::{Event, EventCounters, Groups};
 use std::collections::BTreeMap;
 
 /// The counters and their first reading.

@@ -3,7 +3,7 @@
 //! instants for events traced one by one), for Perfetto UI or chrome://tracing.
 
 use crate::exit::Failure;
-use quietwatt::trace::EnergyFile;
+use quietwatt_events::trace::EnergyFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

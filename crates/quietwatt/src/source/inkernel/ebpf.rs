@@ -40,7 +40,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
-bpf_skeleton!("sampler");
+quietwatt_sys::bpf_skeleton!("sampler");
 
 use skel::{types, SamplerSkel, SamplerSkelBuilder};
 

@@ -7,10 +7,10 @@
 //! the CPU pays for (paper 003 models that energy per fault).
 
 use super::{open_fix, Channel, Event, EventsError, Result};
-use crate::source::perf::open_counting_event;
 use perf_event_open_sys::bindings::{
     PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_TYPE_SOFTWARE,
 };
+use quietwatt_sys::perf::open_counting_event;
 
 /// The minor and major fault counters of each CPU.
 pub fn open(cpus: &[u32]) -> Result<Vec<Channel>> {

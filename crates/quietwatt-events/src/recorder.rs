@@ -11,14 +11,14 @@
 //!
 //! The loop allocates nothing: counters are read into vectors sized once, rows are
 //! formatted into a buffer reserved once and written to the file in whole batches
-//! of [`BATCH_BYTES`] (an [`crate::sink::OutputFile`] then never ends in half a row).
+//! of [`BATCH_BYTES`] (an [`quietwatt::sink::OutputFile`] then never ends in half a row).
 //! With `--full-trace` a burst of traced rows can grow that buffer once; it keeps
 //! the room for the next.
 
 use super::cpuidle::CpuidleStates;
 use super::{Event, EventCounters, EventsError, Result};
-use crate::ticker::monotonic_ns;
-use crate::ticker::{Hertz, Pacer, TimerFd};
+use quietwatt::ticker::monotonic_ns;
+use quietwatt::ticker::{Hertz, Pacer, TimerFd};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -323,7 +323,7 @@ impl EventRecorder {
 }
 
 fn run<W: Write>(mut log: EventLog<W>, s: &Shared, freq: Hertz) -> EventTotals {
-    crate::sampler::block_stop_signals();
+    quietwatt_sys::thread::block_stop_signals();
     let mut pacer = match Pacer::start(Some(&s.timer), log.first_ns, freq) {
         Ok(p) => p,
         Err(source) => {

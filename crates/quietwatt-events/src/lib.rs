@@ -8,7 +8,7 @@
 //! so the cost per tick is one syscall per counter however many events happen.
 //!
 //! **One clock.** The [`recorder`] thread reads every counter at its own low rate and
-//! stamps each read with CLOCK_MONOTONIC ([`crate::ticker::monotonic_ns`]), the clock
+//! stamps each read with CLOCK_MONOTONIC ([`quietwatt::ticker::monotonic_ns`]), the clock
 //! of the energy samples, into its own CSV next to the energy file. The energy
 //! sampler is untouched: its loop does not grow by the number of CPUs × events.
 //!
@@ -20,7 +20,39 @@
 //! Modules: [`faults`], [`sched`] and [`cstate`] open the perf counters of each group,
 //! [`cpuidle`] reads sysfs, [`tracepoint`] finds tracepoint ids in tracefs,
 //! [`recorder`] is the thread and its CSV, [`summary`] the end-of-run report,
-//! [`wakeup`] the caller/callee experiment of paper 004 (Listing 1).
+//! [`wakeup`] the caller/callee experiment of paper 004 (Listing 1),
+//! [`power_profile`] the energy around a wake-up, [`bpf_idle`] and [`full_trace`]
+//! the BPF programs (feature `bpf`), and [`trace`] a recording read back and
+//! converted to the Chrome/Perfetto JSON trace format.
+//!
+//! This crate sits above the engine (`quietwatt`): it takes the energy's clock,
+//! sinks and statistics from there, and its system calls from `quietwatt-sys`.
+//!
+//! # Example
+//!
+//! The context switches and migrations of every CPU, counted by the kernel over a
+//! few milliseconds (needs `perf_event_paranoid` <= 0 or CAP_PERFMON):
+//!
+//! ```
+//! use quietwatt::SysRoot;
+//! use quietwatt_events::{EventCounters, Groups};
+//!
+//! let groups: Groups = "sched".parse().expect("a known group");
+//! match EventCounters::open(groups, &SysRoot::default(), None) {
+//!     Ok(mut counters) => {
+//!         let mut before = vec![0; counters.channels().len()];
+//!         counters.read(&mut before).expect("a read");
+//!         std::thread::sleep(std::time::Duration::from_millis(5));
+//!         let mut after = before.clone();
+//!         counters.read(&mut after).expect("a read");
+//!         for ((c, a), b) in counters.channels().iter().zip(&after).zip(&before) {
+//!             println!("CPU {} {}: {}", c.cpu, c.label, a - b);
+//!         }
+//!     }
+//!     Err(e) => eprintln!("{e}"),
+//! }
+//! ```
+#![deny(missing_docs)]
 
 // The two BPF programs need the `bpf` feature; without it, stand-ins of the same
 // names whose `open` reports the feature off (their types are uninhabited).
@@ -35,6 +67,7 @@ pub mod power_profile;
 pub mod recorder;
 pub mod sched;
 pub mod summary;
+pub mod trace;
 pub mod tracepoint;
 pub mod wakeup;
 
@@ -42,8 +75,8 @@ pub use cpuidle::{CpuidleState, CpuidleStates};
 pub use recorder::{EventLog, EventRecorder, EventTotals};
 pub use summary::EventSummary;
 
-use crate::root::SysRoot;
-use crate::source::perf::read_count;
+use quietwatt::root::SysRoot;
+use quietwatt_sys::perf::read_count;
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -475,7 +508,7 @@ pub fn online_cpus() -> Result<Vec<u32>> {
         path: p.clone(),
         source,
     })?;
-    crate::topology::parse_cpu_list(&text).ok_or(EventsError::Parse {
+    quietwatt::topology::parse_cpu_list(&text).ok_or(EventsError::Parse {
         path: p,
         content: text,
     })

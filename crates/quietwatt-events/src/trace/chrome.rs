@@ -17,7 +17,7 @@
 //! `(previous read, this read]` is placed at the previous read.
 
 use super::{EnergyFile, EventsFile, TRACED};
-use crate::events::Event;
+use crate::Event;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 

@@ -18,20 +18,20 @@
 
 use super::TRACED;
 use super::{Event, EventsError, Groups, Result};
-use crate::source::inkernel::perf_open;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN,
     PERF_TYPE_SOFTWARE,
 };
+use quietwatt_sys::perf::open_cpu_event as perf_open;
 use quietwatt_sys::ring::BpfRing;
 use std::fmt;
 use std::io::Write;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 
-bpf_skeleton!("event_trace");
+quietwatt_sys::bpf_skeleton!("event_trace");
 
 use skel::EventTraceSkelBuilder;
 

@@ -8,8 +8,8 @@
 
 pub mod chrome;
 
-use crate::events::summary::EnergyPerEvent;
-use crate::events::Event;
+use crate::summary::EnergyPerEvent;
+use crate::Event;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ pub struct EventRow {
     pub count: u64,
 }
 
-pub use crate::events::TRACED;
+pub use crate::TRACED;
 
 /// An events recording read back.
 #[derive(Debug, Clone, Default)]
@@ -247,7 +247,7 @@ impl EventsFile {
                 continue;
             }
             if !header {
-                if l != crate::events::recorder::HEADER {
+                if l != crate::recorder::HEADER {
                     return Err(bad(
                         i + 1,
                         format!("expected the events header, found {l:?}"),
@@ -306,7 +306,7 @@ impl EventsFile {
 /// sockets) in each window against the event's rate in it (summed over CPUs), in
 /// joules per event. Rates rather than counts: windows differ in length, and
 /// anything proportional to time would otherwise correlate with the energy. An
-/// estimate: see [`crate::events::summary`].
+/// estimate: see [`crate::summary`].
 pub fn energy_per_event(
     energy: &EnergyFile,
     events: &EventsFile,

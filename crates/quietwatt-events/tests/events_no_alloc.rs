@@ -3,10 +3,11 @@
 //! rows formatted into the CSV buffer and batches written out included. (Its own
 //! binary: the global allocator is per test binary.) Needs root for the counters.
 
-use quietwatt::events::{EventCounters, EventLog, Groups};
 use quietwatt::SysRoot;
+use quietwatt_events::{EventCounters, EventLog, Groups};
 use std::io::{self, Write};
 
+#[path = "../../quietwatt/tests/support/mod.rs"]
 mod support;
 
 use support::allocations;

@@ -8,8 +8,8 @@
 //! since without it no tracepoint can be counted at all.
 
 use super::{open_fix, EventsError, Result};
-use crate::source::perf::open_counting_event;
 use perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+use quietwatt_sys::perf::open_counting_event;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};

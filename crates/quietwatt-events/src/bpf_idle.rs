@@ -18,13 +18,13 @@
 
 use super::cpuidle::CpuidleStates;
 use super::{Channel, Event, EventsError, Reader, Result};
-use crate::ticker::monotonic_ns;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use quietwatt::ticker::monotonic_ns;
 use std::fmt;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-bpf_skeleton!("cpu_idle");
+quietwatt_sys::bpf_skeleton!("cpu_idle");
 
 use skel::CpuIdleSkelBuilder;
 

@@ -2,10 +2,10 @@
 //! CAP_PERFMON) and a kernel with perf software events and tracepoints; a missing
 //! feature fails the test with the reason, it is never skipped.
 
-use quietwatt::events::recorder::HEADER;
-use quietwatt::events::{Event, EventCounters, EventRecorder, Groups};
 use quietwatt::meter::monotonic_ns;
 use quietwatt::{Hertz, SysRoot};
+use quietwatt_events::recorder::HEADER;
+use quietwatt_events::{Event, EventCounters, EventRecorder, Groups};
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -333,15 +333,15 @@ fn idle_every_cpu(cpus: &[u32], d: Duration) {
 // BPF (the `bpf` feature, on by default).
 #[cfg(feature = "bpf")]
 fn idle_entries_per_cpu(
-    kind: quietwatt::events::bpf_idle::AttachKind,
+    kind: quietwatt_events::bpf_idle::AttachKind,
     want: u64,
     limit: Duration,
 ) -> Vec<(u32, u64, u64, u64)> {
-    use quietwatt::events::bpf_idle::BpfIdle;
-    let cpus = quietwatt::events::online_cpus().unwrap();
+    use quietwatt_events::bpf_idle::BpfIdle;
+    let cpus = quietwatt_events::online_cpus().unwrap();
     let mut notes = Vec::new();
     let states =
-        quietwatt::events::CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).unwrap();
+        quietwatt_events::CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).unwrap();
     let (bpf, bpf_chans) =
         BpfIdle::open_kind(kind, &cpus, &states).unwrap_or_else(|e| panic!("BPF on {kind}: {e}"));
     let mut perf = open("cstate", &cpus);
@@ -378,7 +378,7 @@ fn idle_entries_per_cpu(
         }
     }
     bpf.snapshot(&mut bb).unwrap();
-    let sum = |chans: &[quietwatt::events::Channel],
+    let sum = |chans: &[quietwatt_events::Channel],
                x: &[u64],
                y: &[u64],
                cpu: u32,
@@ -413,11 +413,11 @@ fn idle_entries_per_cpu(
 #[test]
 fn bpf_counts_cpu_idle_on_every_cpu_within_10_percent_of_cpuidle() {
     let _alone = bpf_alone();
-    use quietwatt::events::bpf_idle::{AttachKind, BpfIdle};
-    let cpus = quietwatt::events::online_cpus().unwrap();
+    use quietwatt_events::bpf_idle::{AttachKind, BpfIdle};
+    let cpus = quietwatt_events::online_cpus().unwrap();
     let mut notes = Vec::new();
     let states =
-        quietwatt::events::CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).unwrap();
+        quietwatt_events::CpuidleStates::read(&SysRoot::default(), &cpus, &mut notes).unwrap();
     // The default choice loads at all (the first kind that works).
     let (b, _) = BpfIdle::open(&cpus, &states).unwrap_or_else(|e| {
         panic!("the BPF cpu_idle program does not load: {e} (run as root on a kernel with BPF)")
@@ -442,7 +442,7 @@ fn bpf_counts_cpu_idle_on_every_cpu_within_10_percent_of_cpuidle() {
 #[test]
 fn every_bpf_attach_kind_loads_and_sees_cpu0() {
     let _alone = bpf_alone();
-    use quietwatt::events::bpf_idle::AttachKind;
+    use quietwatt_events::bpf_idle::AttachKind;
     for kind in AttachKind::ORDER {
         let rows = idle_entries_per_cpu(kind, 100, Duration::from_secs(10));
         for &(cpu, perf, bpf, sysfs) in &rows {
@@ -489,7 +489,7 @@ fn a_full_trace_writes_each_fault_and_idle_period_once_on_the_energy_clock() {
     let _alone = bpf_alone();
     const N: usize = 3000;
     pin(1);
-    let cpus = quietwatt::events::online_cpus().unwrap();
+    let cpus = quietwatt_events::online_cpus().unwrap();
     // The trace runs from its attachment, before the recorder starts.
     let start = monotonic_ns();
     let mut c = open("faults,cstate", &cpus);
@@ -600,7 +600,7 @@ fn a_full_trace_ring_too_small_for_a_burst_counts_what_it_dropped() {
     // it. Every fault is either written or counted as dropped: none vanishes.
     const N: usize = 3000;
     pin(1);
-    let cpus = quietwatt::events::online_cpus().unwrap();
+    let cpus = quietwatt_events::online_cpus().unwrap();
     let mut c = open("faults", &cpus);
     c.enable_full_trace("faults".parse().unwrap(), 1)
         .unwrap_or_else(|e| panic!("--full-trace needs BPF (root, perf_event programs): {e}"));

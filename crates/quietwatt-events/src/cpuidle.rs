@@ -8,7 +8,7 @@
 //! two can disagree for that reason as well as for a blind tracing mechanism.
 
 use super::{Channel, Event, EventsError, Result};
-use crate::root::SysRoot;
+use quietwatt::root::SysRoot;
 use std::path::PathBuf;
 
 /// One idle state of one CPU.
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(s.of(0)[1].latency_us, 10);
         let chans = s.channels().unwrap();
         assert_eq!(chans.len(), 8);
-        let mut c = crate::events::EventCounters::from_channels(chans, s);
+        let mut c = crate::EventCounters::from_channels(chans, s);
         let mut out = vec![0; 8];
         c.read(&mut out).unwrap();
         assert_eq!(out, vec![5, 7, 100, 12345, 0, 0, 3, 4]);
