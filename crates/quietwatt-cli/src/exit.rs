@@ -73,6 +73,16 @@ impl From<Error> for Failure {
     }
 }
 
+impl From<quietwatt_model::Error> for Failure {
+    fn from(e: quietwatt_model::Error) -> Failure {
+        match e {
+            // A measurement's failure keeps the engine's wording and flag hints.
+            quietwatt_model::Error::Measure(e) => Failure::from(e),
+            e => Failure::new(code(e.kind()), e.to_string()),
+        }
+    }
+}
+
 /// The exit code of an error of `kind` (README's table): bad input 2, nothing can
 /// measure here 69, output refused 74; a measurement that broke, whether for good,
 /// for a moment or because a counter vanished, 1.

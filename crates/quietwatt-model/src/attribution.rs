@@ -15,7 +15,7 @@
 use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::file::Model;
 use super::Family;
-use quietwatt::error::Result;
+use crate::error::Result;
 use quietwatt::root::SysRoot;
 use quietwatt::stats::excludes;
 use quietwatt_events::{CpuidleStates, Event, EventCounters};

@@ -4,7 +4,7 @@
 
 use super::file::{EventCost, FamilyModel, Run, ScenarioFit};
 use super::XAxis;
-use quietwatt::error::Result;
+use crate::error::Result;
 use quietwatt::stats::fit::{ols, slope_difference, Fit};
 
 /// Fits every scenario of `family` that has enough runs and prices its event,

@@ -2,12 +2,12 @@
 //! system-wide per-CPU counters of [`quietwatt_events`]: a model counts the events of
 //! the scenario it runs, and `run --model` those of the command it measures.
 
+use crate::error::{Error, Result};
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ,
     PERF_COUNT_HW_CACHE_RESULT_MISS, PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_PAGE_FAULTS_MAJ,
     PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_TYPE_HW_CACHE, PERF_TYPE_SOFTWARE,
 };
-use quietwatt::error::{Error, Result};
 use quietwatt::source::perf::read_count;
 use serde::{Deserialize, Serialize};
 use std::fmt;

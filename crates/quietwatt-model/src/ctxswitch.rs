@@ -13,7 +13,7 @@ use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::energy::EnergyProbe;
 use super::sweep::{calibrate_batch, Planned};
 use super::{Measured, Scenario, ScenarioSpec, XAxis};
-use quietwatt::error::{Error, Result};
+use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};

@@ -1,8 +1,8 @@
 //! The energy of one measured interval: the engine's [`Meter`] read just before and
 //! just after it, or nothing where no source opens (the time model stands alone).
 
+use crate::error::Result;
 use quietwatt::domain::total_members;
-use quietwatt::error::Result;
 use quietwatt::meter::Meter;
 use quietwatt::source::Source;
 use serde::{Deserialize, Serialize};

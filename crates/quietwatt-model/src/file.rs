@@ -6,8 +6,8 @@
 
 use super::energy::ChannelName;
 use super::{Family, ScenarioSpec, XAxis};
+use crate::error::{Error, Result};
 use quietwatt::cpuinfo::CpuInfo;
-use quietwatt::error::{Error, Result};
 use quietwatt::root::SysRoot;
 use quietwatt::stats::fit::Fit;
 use serde::{Deserialize, Serialize};

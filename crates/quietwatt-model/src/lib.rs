@@ -24,6 +24,8 @@
 //! - [`file`](mod@file): the model as data (JSON), written as it grows;
 //! - [`attribution`]: a command's events priced with a model;
 //! - [`validate`]: the paper's validation on a built-in application kernel.
+//! - [`error`]: what can go wrong (a scenario, a model file, a fit, or the
+//!   measurement itself), each with what the caller can do about it.
 //!
 //! # Example
 //!
@@ -39,7 +41,7 @@
 //!         }
 //!     }
 //! }
-//! # Ok::<(), quietwatt::Error>(())
+//! # Ok::<(), quietwatt_model::Error>(())
 //! ```
 #![deny(missing_docs)]
 
@@ -48,6 +50,7 @@ pub mod costs;
 pub mod counters;
 pub mod ctxswitch;
 pub mod energy;
+pub mod error;
 pub mod file;
 pub mod plot;
 pub mod scenario;
@@ -56,9 +59,9 @@ pub mod validate;
 pub mod wakeup;
 
 pub use energy::EnergyProbe;
+pub use error::{Error, Result};
 pub use file::Model;
 
-use quietwatt::error::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 use super::energy::EnergyProbe;
 use super::file::Run;
 use super::{Measured, Scenario};
-use quietwatt::error::Result;
+use crate::error::Result;
 use quietwatt::rng::XorShift;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

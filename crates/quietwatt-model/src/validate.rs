@@ -15,7 +15,7 @@ use super::energy::EnergyProbe;
 use super::file::Model;
 use super::scenario::{in_forked_children, Buffer};
 use super::{page_size, Family, Measured};
-use quietwatt::error::{Error, Result};
+use crate::error::{Error, Result};
 use quietwatt::rng::XorShift;
 use quietwatt::stats::median;
 use serde::Serialize;
@@ -116,15 +116,18 @@ pub fn run(
     reps: u32,
     probe: &mut EnergyProbe,
 ) -> Result<ValidationReport> {
-    let fam = model.family(Family::Pagefault).ok_or_else(|| Error::Fit {
-        what: "the validation".into(),
-        why: "the model has no pagefault family: make it with `quietwatt model pagefault`".into(),
+    let fam = model.family(Family::Pagefault).ok_or_else(|| {
+        Error::Fit(quietwatt::stats::fit::FitError {
+            what: "the validation".into(),
+            why: "the model has no pagefault family: make it with `quietwatt model pagefault`"
+                .into(),
+        })
     })?;
     if fam.costs.is_empty() {
-        return Err(Error::Fit {
+        return Err(Error::Fit(quietwatt::stats::fit::FitError {
             what: "the validation".into(),
             why: "the model's pagefault family has no costs (too few runs?)".into(),
-        });
+        }));
     }
     let side = side.max(16);
     let page = page_size();

@@ -13,7 +13,7 @@
 use super::energy::EnergyProbe;
 use super::sweep::Planned;
 use super::{Measured, Scenario, ScenarioSpec, XAxis};
-use quietwatt::error::{Error, Result};
+use crate::error::{Error, Result};
 use quietwatt::root::SysRoot;
 use quietwatt_events::wakeup::{self, WakeupConfig};
 use std::collections::BTreeMap;

@@ -96,11 +96,12 @@ pub enum Error {
         /// The record's capacity.
         max: usize,
     },
-    /// The sampling engine could not set itself up (a thread, a timer, CPU pinning).
-    #[error("cannot {what}: {source}")]
-    Engine {
-        /// What was attempted, with the value involved.
-        what: String,
+    /// The sampling engine could not set itself up (a timer, a thread, CPU pinning,
+    /// in-kernel sampling).
+    #[error("cannot {step}: {source}")]
+    Setup {
+        /// What was being set up.
+        step: SetupStep,
         /// What the kernel said.
         source: io::Error,
     },
@@ -123,23 +124,6 @@ pub enum Error {
         /// The cargo feature that builds it.
         feature: &'static str,
     },
-    /// An energy-model scenario could not set itself up or run (mmap, fork, a pipe,
-    /// a thread, a perf counter).
-    #[error("model scenario: cannot {what}: {source}")]
-    Scenario {
-        /// What was attempted, with the values involved.
-        what: String,
-        /// What the kernel said.
-        source: io::Error,
-    },
-    /// A model file could not be read, parsed or written.
-    #[error("model file {path}: {why}")]
-    ModelFile {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, and what to do.
-        why: String,
-    },
     /// A session was asked to end a window that is not open.
     #[error("no window named '{name}' is open in this session (open: {open})")]
     UnknownWindow {
@@ -148,14 +132,46 @@ pub enum Error {
         /// The windows open, oldest first.
         open: String,
     },
-    /// Measured data that a least-squares fit cannot use (too few runs, one count only).
-    #[error("cannot fit {what}: {why}")]
-    Fit {
-        /// The fit (scenario and quantity).
-        what: String,
-        /// Why.
-        why: String,
+}
+
+/// What the engine was setting up when the kernel refused ([`Error::Setup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetupStep {
+    /// Creating or arming a timerfd (a sampler's, or a benchmark loop's).
+    Timer,
+    /// Starting one of quietwatt's threads (its name or role).
+    Thread(&'static str),
+    /// Pinning a thread to a CPU: an offline CPU, or one outside this process's set.
+    Pin {
+        /// The CPU asked for.
+        cpu: usize,
     },
+    /// Setting up the kernel's side of a buffered mechanism (a BPF program, a perf
+    /// ring, a sampling group).
+    KernelSampling {
+        /// The CPU concerned, when one is.
+        cpu: Option<u32>,
+        /// The step, with the values involved.
+        detail: String,
+    },
+}
+
+impl std::fmt::Display for SetupStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupStep::Timer => write!(f, "create or arm a timerfd"),
+            SetupStep::Thread(name) => write!(f, "start a thread ({name})"),
+            SetupStep::Pin { cpu } => write!(
+                f,
+                "pin a thread to CPU {cpu}: give an online CPU that this process may use"
+            ),
+            SetupStep::KernelSampling {
+                cpu: Some(cpu),
+                detail,
+            } => write!(f, "{detail} on CPU {cpu}"),
+            SetupStep::KernelSampling { cpu: None, detail } => write!(f, "{detail}"),
+        }
+    }
 }
 
 /// What a caller can do about an [`Error`], whatever its variant: give up, try the
@@ -192,9 +208,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Io { source, .. } => retry_or(source, ErrorKind::Fatal),
-            Error::Parse { .. } | Error::CorruptCounter { .. } | Error::Fit { .. } => {
-                ErrorKind::Fatal
-            }
+            Error::Parse { .. } | Error::CorruptCounter { .. } => ErrorKind::Fatal,
             Error::Permission { .. }
             | Error::NoDomains { .. }
             | Error::MechanismUnavailable { .. }
@@ -202,20 +216,17 @@ impl Error {
             Error::Vanished { .. } => ErrorKind::CounterVanished,
             Error::UnknownDomain { .. }
             | Error::TooManyChannels { .. }
-            | Error::UnknownWindow { .. }
-            | Error::ModelFile { .. } => ErrorKind::Usage,
+            | Error::UnknownWindow { .. } => ErrorKind::Usage,
             // A program that does not exist or cannot be executed is the caller's to
             // fix; a fork refused for want of resources may pass.
             Error::Spawn { source, .. } => retry_or(source, ErrorKind::Usage),
             Error::Output { .. } => ErrorKind::Output,
-            // The engine's set-up names the value involved: EINVAL there is a value
-            // the caller gave (a CPU to pin to that is offline or out of its set).
-            Error::Engine { source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
-                ErrorKind::Usage
-            }
-            Error::Engine { source, .. } | Error::Scenario { source, .. } => {
-                retry_or(source, ErrorKind::Fatal)
-            }
+            // A CPU to pin to is a value the caller gave (offline, or out of its set).
+            Error::Setup {
+                step: SetupStep::Pin { .. },
+                source,
+            } if !matches!(source.raw_os_error(), Some(libc::EPERM)) => ErrorKind::Usage,
+            Error::Setup { source, .. } => retry_or(source, ErrorKind::Fatal),
         }
     }
 
@@ -311,8 +322,8 @@ mod tests {
                 source: source(),
             },
             Error::TooManyChannels { count: 99, max: 8 },
-            Error::Engine {
-                what: "start a thread".into(),
+            Error::Setup {
+                step: SetupStep::Thread("quietwatt-sampler"),
                 source: source(),
             },
             Error::MechanismUnavailable {
@@ -323,21 +334,9 @@ mod tests {
                 mechanism: "ebpf",
                 feature: "bpf",
             },
-            Error::Scenario {
-                what: "mmap".into(),
-                source: source(),
-            },
-            Error::ModelFile {
-                path: p.clone(),
-                why: "not JSON".into(),
-            },
             Error::UnknownWindow {
                 name: "w".into(),
                 open: String::new(),
-            },
-            Error::Fit {
-                what: "pagefault".into(),
-                why: "one run".into(),
             },
         ]
     }
@@ -357,13 +356,10 @@ mod tests {
             Error::Spawn { .. } => or_retry(ErrorKind::Usage),
             Error::Output { .. } => ErrorKind::Output,
             Error::TooManyChannels { .. } => ErrorKind::Usage,
-            Error::Engine { .. } => or_retry(ErrorKind::Fatal),
+            Error::Setup { .. } => or_retry(ErrorKind::Fatal),
             Error::MechanismUnavailable { .. } => ErrorKind::Unavailable,
             Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
-            Error::Scenario { .. } => or_retry(ErrorKind::Fatal),
-            Error::ModelFile { .. } => ErrorKind::Usage,
             Error::UnknownWindow { .. } => ErrorKind::Usage,
-            Error::Fit { .. } => ErrorKind::Fatal,
         }
     }
 
@@ -386,11 +382,18 @@ mod tests {
 
     #[test]
     fn a_cpu_the_engine_cannot_pin_to_is_the_callers_to_fix() {
-        let e = Error::Engine {
-            what: "pin the sampler to CPU 999".into(),
+        let e = Error::Setup {
+            step: SetupStep::Pin { cpu: 999 },
             source: io::Error::from_raw_os_error(libc::EINVAL),
         };
         assert_eq!(e.kind(), ErrorKind::Usage);
+        assert!(e.to_string().contains("CPU 999: give an online CPU"), "{e}");
+        // Another step refused with EINVAL is a broken set-up, not the caller's value.
+        let e = Error::Setup {
+            step: SetupStep::Timer,
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        };
+        assert_eq!(e.kind(), ErrorKind::Fatal);
         // A refused permission is a machine that cannot measure, not a bad request.
         let e = Error::io(
             Path::new("/sys/class/powercap/x/energy_uj"),

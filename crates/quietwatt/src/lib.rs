@@ -88,7 +88,7 @@ pub mod root;
 
 pub use counter::{Counter, Wrap};
 pub use domain::{Domain, DomainId, Socket};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result, SetupStep};
 pub use root::SysRoot;
 pub use units::{EnergyUnit, Joules, Watts};
 

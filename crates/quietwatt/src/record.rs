@@ -12,7 +12,7 @@
 //! ends, the writer drains the ring, finishes the sink and ends.
 
 use crate::adaptive::{Adaptive, LoadProbe, RatePolicy, DEFAULT_HOLD, DEFAULT_PROBE_EVERY};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
@@ -275,8 +275,8 @@ pub(crate) fn drive<T>(
         Mode::Buffered { drain, .. } => (None, drain),
     };
     let timer = match config.pacing {
-        Pacing::TimerFd => Some(TimerFd::new().map_err(|source| Error::Engine {
-            what: "create a timerfd".into(),
+        Pacing::TimerFd => Some(TimerFd::new().map_err(|source| Error::Setup {
+            step: SetupStep::Timer,
             source,
         })?),
         Pacing::RelativeSleep => None,
@@ -309,8 +309,8 @@ pub(crate) fn drive<T>(
         flush_every_ns: config.flush_every.as_nanos() as u64,
         first_ns,
     };
-    let spawn_err = |source| Error::Engine {
-        what: "start a thread".into(),
+    let spawn_err = |source| Error::Setup {
+        step: SetupStep::Thread("quietwatt-sampler or quietwatt-writer"),
         source,
     };
     thread::scope(|s| {
@@ -346,8 +346,8 @@ pub(crate) fn drive<T>(
             }
             Ok(Err(e)) => Err(e),
             // The sampler panicked during setup: its join below re-raises the panic.
-            Err(_) => Err(Error::Engine {
-                what: "start the sampler".into(),
+            Err(_) => Err(Error::Setup {
+                step: SetupStep::Thread("quietwatt-sampler"),
                 source: io::Error::other("the sampler thread ended during setup"),
             }),
         };

@@ -441,15 +441,25 @@ fn auto_rate_falls_when_idle_rises_under_load_and_respects_the_wrap_floor() {
         min: Hertz::new(10.0).unwrap(),
         max: Hertz::new(1000.0).unwrap(),
     });
-    c.duration = Some(Duration::from_millis(1200));
+    // Phases by the feeder's clock, and the recording stopped by the feeder: a host
+    // that delays a thread stretches the test, never cuts a phase short.
+    c.duration = Some(Duration::from_secs(60));
     c.root = SysRoot::new(dir.path());
     c.hold = Duration::from_millis(100);
     let stat2 = stat.clone();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
     let feeder = std::thread::spawn(move || {
         let (mut busy, mut idle) = (0, 0);
-        for i in 0..110 {
-            // Idle for 0.6 s, then fully busy.
-            if i < 60 {
+        let t0 = std::time::Instant::now();
+        loop {
+            let e = t0.elapsed();
+            if e > Duration::from_millis(1600) {
+                stop2.store(true, std::sync::atomic::Ordering::Relaxed);
+                break;
+            }
+            // Idle for 0.8 s, then fully busy for 0.8 s.
+            if e < Duration::from_millis(800) {
                 idle += 2;
             } else {
                 busy += 2;
@@ -459,7 +469,9 @@ fn auto_rate_falls_when_idle_rises_under_load_and_respects_the_wrap_floor() {
         }
     });
     let mut sink = Collect::default();
-    let rec = run(&mut m, &mut sink, &c);
+    let meta = Metadata::new("powercap", &c.rate, &SysRoot::default());
+    let rec = record(&mut m, &mut sink, Path::new("mem"), &meta, &c, &stop)
+        .unwrap_or_else(|s| panic!("the recording failed: {s}"));
     feeder.join().unwrap();
     assert!(
         rec.warnings

@@ -4,7 +4,7 @@
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT};
-use quietwatt::{source, Error, Selection};
+use quietwatt::{source, Selection};
 use quietwatt_model::file::{EnergySource, FamilyModel, Model};
 use quietwatt_model::sweep::{Planned, Progress, DEFAULT_SEED};
 use quietwatt_model::{self as model, ctxswitch, scenario, validate, EnergyProbe, Family};
@@ -321,7 +321,7 @@ fn sweep(env: &Environment, families: &[Family], a: SweepArgs) -> Result<ExitCod
         )
         .map_err(|e| match e {
             // The sweep only writes the model file: its failure is the output's.
-            Error::ModelFile { .. } => Failure::new(OUTPUT, e.to_string()),
+            quietwatt_model::Error::ModelFile { .. } => Failure::new(OUTPUT, e.to_string()),
             e => Failure::from(e),
         })?;
         if tty {

@@ -3,7 +3,7 @@
 //! second and its CPU the same way.
 
 use super::{BenchOptions, Variant, VariantResult};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{process_cpu_ns, LatencyHistogram, Lateness, SamplerCounts, ThreadUsage};
 use crate::record::{record, EngineConfig};
@@ -254,12 +254,12 @@ fn reference(
     let freq = opts.freq;
     let end_after = opts.duration.as_nanos() as u64;
     let mut counter = WindowCounter::new(opts.duration);
-    let timer = TimerFd::new().map_err(|source| Error::Engine {
-        what: "create a timerfd".into(),
+    let timer = TimerFd::new().map_err(|source| Error::Setup {
+        step: SetupStep::Timer,
         source,
     })?;
-    let engine_err = |source| Error::Engine {
-        what: "arm the reference loop's timer".into(),
+    let engine_err = |source| Error::Setup {
+        step: SetupStep::Timer,
         source,
     };
     let out = std::thread::scope(|s| {
@@ -303,8 +303,8 @@ fn reference(
                     w,
                 ))
             })
-            .map_err(|source| Error::Engine {
-                what: "start the reference loop".into(),
+            .map_err(|source| Error::Setup {
+                step: SetupStep::Thread("the reference loop"),
                 source,
             })?
             .join()
@@ -339,8 +339,8 @@ fn single_thread(
                 let mut hist = LatencyHistogram::new();
                 let (t0, _) = meter.sample()?;
                 let end = t0 + opts.duration.as_nanos() as u64;
-                let mut pacer = Pacer::start(None, t0, freq).map_err(|source| Error::Engine {
-                    what: "start the pacer".into(),
+                let mut pacer = Pacer::start(None, t0, freq).map_err(|source| Error::Setup {
+                    step: SetupStep::Timer,
                     source,
                 })?;
                 let (mut prev, mut samples) = (t0, 0u64);
@@ -374,8 +374,8 @@ fn single_thread(
                     realtime: counts.realtime,
                 })
             })
-            .map_err(|source| Error::Engine {
-                what: "start the single-thread loop".into(),
+            .map_err(|source| Error::Setup {
+                step: SetupStep::Thread("the single-thread loop"),
                 source,
             })?
             .join()

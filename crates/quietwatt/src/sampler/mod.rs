@@ -13,7 +13,7 @@
 
 use crate::adaptive::{Adaptive, DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
 use crate::counter::Marks;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{SamplerCounts, ThreadUsage};
 use crate::source::Mode;
@@ -352,8 +352,8 @@ pub(crate) fn run(
     let usage = ThreadUsage::current();
     let started = prepare(&setup, &mut counts).and_then(|warnings| {
         let pacer = Pacer::start(control.timer(), counts.first_ns, start).map_err(|source| {
-            Error::Engine {
-                what: "arm the sampling timer".into(),
+            Error::Setup {
+                step: SetupStep::Timer,
                 source,
             }
         })?;
@@ -509,8 +509,8 @@ fn set_fifo() -> std::io::Result<()> {
 }
 
 fn pin(cpu: usize) -> Result<()> {
-    quietwatt_sys::thread::pin_to_cpu(cpu).map_err(|source| Error::Engine {
-        what: format!("pin the sampler to CPU {cpu}: give an online CPU that this process may use"),
+    quietwatt_sys::thread::pin_to_cpu(cpu).map_err(|source| Error::Setup {
+        step: SetupStep::Pin { cpu },
         source,
     })
 }

@@ -4,7 +4,7 @@
 
 use super::samples::SampleRing;
 use super::Fed;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{SamplerCounts, ThreadUsage};
 use crate::sampler::{self, Setup};
@@ -145,8 +145,8 @@ pub(super) fn spawn(
     let handle = thread::Builder::new()
         .name("quietwatt-session".into())
         .spawn(move || run(&shared, source, freq, &setup, raw, ready_tx))
-        .map_err(|source| Error::Engine {
-            what: "start the session's sampler thread".into(),
+        .map_err(|source| Error::Setup {
+            step: SetupStep::Thread("quietwatt-session"),
             source,
         })?;
     match ready_rx.recv() {
@@ -160,8 +160,8 @@ pub(super) fn spawn(
         }
         Err(_) => {
             let _ = handle.join();
-            Err(Error::Engine {
-                what: "start the session's sampler thread".into(),
+            Err(Error::Setup {
+                step: SetupStep::Thread("quietwatt-session"),
                 source: std::io::Error::other("the thread ended during its setup"),
             })
         }
@@ -191,13 +191,13 @@ fn run(
         Some(timer) => sampler::prepare(setup, &mut counts).and_then(|w| {
             Pacer::start(Some(timer), setup.first_ns, freq)
                 .map(|p| (w, p))
-                .map_err(|source| Error::Engine {
-                    what: "arm the sampling timer".into(),
+                .map_err(|source| Error::Setup {
+                    step: SetupStep::Timer,
                     source,
                 })
         }),
-        None => Err(Error::Engine {
-            what: "sample in the background".into(),
+        None => Err(Error::Setup {
+            step: SetupStep::Thread("quietwatt-session"),
             source: std::io::Error::other("the session has no timer"),
         }),
     };

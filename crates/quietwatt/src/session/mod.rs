@@ -31,7 +31,7 @@ pub use report::Report;
 pub use samples::{SampleRow, SampleStats, DEFAULT_SAMPLES_KEPT};
 
 use crate::domain::DomainId;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
@@ -195,8 +195,8 @@ impl Session {
             .rate
             .map(|_| samples::SampleRing::new(config.samples_kept, channels.len()));
         let timer = match config.rate {
-            Some(_) => Some(TimerFd::new().map_err(|source| Error::Engine {
-                what: "create a timerfd".into(),
+            Some(_) => Some(TimerFd::new().map_err(|source| Error::Setup {
+                step: SetupStep::Timer,
                 source,
             })?),
             None => None,
@@ -383,8 +383,8 @@ impl Session {
             Ok(c) => Some(c),
             Err(_) => {
                 let mut st = self.state();
-                st.error.get_or_insert(Error::Engine {
-                    what: "sample in the background".into(),
+                st.error.get_or_insert(Error::Setup {
+                    step: SetupStep::Thread("quietwatt-session"),
                     source: std::io::Error::other("the sampler thread panicked"),
                 });
                 None

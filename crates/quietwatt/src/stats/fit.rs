@@ -3,7 +3,6 @@
 //! intercept, R²) and what it leaves out: the residuals and confidence intervals
 //! from Student's t, so that a per-event cost comes with its uncertainty.
 
-use crate::error::{Error, Result};
 use crate::stats::student_t_quantile;
 use serde::{Deserialize, Serialize};
 
@@ -35,10 +34,21 @@ pub struct Fit {
     pub confidence: f64,
 }
 
+/// Measured data that a least-squares fit cannot use (too few runs, one count only,
+/// a value that is not a number).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("cannot fit {what}: {why}")]
+pub struct FitError {
+    /// The fit (scenario and quantity).
+    pub what: String,
+    /// Why.
+    pub why: String,
+}
+
 /// Fits `y` against `x` (same length, at least 3 points, at least 2 distinct x).
 /// `what` names the fit in an error.
-pub fn ols(x: &[f64], y: &[f64], what: &str) -> Result<Fit> {
-    let fail = |why: String| Error::Fit {
+pub fn ols(x: &[f64], y: &[f64], what: &str) -> Result<Fit, FitError> {
+    let fail = |why: String| FitError {
         what: what.to_string(),
         why,
     };

@@ -27,7 +27,7 @@ use super::{
     bpf_permission_fix, cpu_clock_attr, perf_enable, perf_open, period_ns, rename, ring_bytes,
     KernelCounts, KernelSample, KernelSampler, Plan, MAX_DOMAINS,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::source::perf::{open_counting_event, read_count};
 use crate::source::{Channel, Mechanism};
 use crate::ticker::Hertz;
@@ -131,7 +131,13 @@ fn io_error(what: String, e: io::Error) -> Error {
             fix: bpf_permission_fix(),
         };
     }
-    Error::Engine { what, source: e }
+    Error::Setup {
+        step: SetupStep::KernelSampling {
+            cpu: None,
+            detail: what,
+        },
+        source: e,
+    }
 }
 
 /// The BPF sampler, loaded and attached (sampling starts at [`KernelSampler::start`]).

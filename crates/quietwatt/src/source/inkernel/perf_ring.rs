@@ -26,7 +26,7 @@ use super::{
     cpu_clock_attr, perf_enable, perf_id, perf_open, period_ns, rename, ring_bytes, KernelCounts,
     KernelSample, KernelSampler, Plan, MAX_DOMAINS,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupStep};
 use crate::source::perf::{open_counting_event, open_error, permission_fix, read_count, EventSpec};
 use crate::source::{Channel, Mechanism};
 use crate::ticker::Hertz;
@@ -137,8 +137,11 @@ impl PerfRingSampler {
                     }
                 };
                 let id = perf_id(fd.as_fd()).map_err(|e| {
-                    OpenError::Other(Error::Engine {
-                        what: format!("read the perf id of {}", spec.origin.display()),
+                    OpenError::Other(Error::Setup {
+                        step: SetupStep::KernelSampling {
+                            cpu: Some(spec.cpu),
+                            detail: format!("read the perf id of {}", spec.origin.display()),
+                        },
                         source: e,
                     })
                 })?;
@@ -155,10 +158,10 @@ impl PerfRingSampler {
                             bytes / 1024
                         ),
                     },
-                    _ => Error::Engine {
-                        what: format!("map the {} KiB perf ring on CPU {}", bytes / 1024, g.cpu),
-                        source: e,
-                    },
+                    _ => Error::Setup {
+ step: SetupStep::KernelSampling { cpu: Some(g.cpu), detail: format!("map the {} KiB perf ring", bytes / 1024) },
+ source: e,
+ },
                 })
             })?;
             leaders.push(leader);
@@ -241,8 +244,11 @@ fn perf_error(what: String, e: io::Error) -> Error {
             path: PathBuf::from(what),
             fix: permission_fix(),
         },
-        _ => Error::Engine {
-            what: format!("open {what}"),
+        _ => Error::Setup {
+            step: SetupStep::KernelSampling {
+                cpu: None,
+                detail: format!("open {what}"),
+            },
             source: e,
         },
     }
@@ -271,8 +277,11 @@ impl KernelSampler for PerfRingSampler {
 
     fn start(&mut self) -> Result<()> {
         for (fd, g) in self.leaders.iter().zip(&self.plan.groups) {
-            perf_enable(fd.as_fd(), true).map_err(|e| Error::Engine {
-                what: format!("start the sampling group on CPU {}", g.cpu),
+            perf_enable(fd.as_fd(), true).map_err(|e| Error::Setup {
+                step: SetupStep::KernelSampling {
+                    cpu: Some(g.cpu),
+                    detail: "start the sampling group".into(),
+                },
                 source: e,
             })?;
         }
@@ -283,8 +292,11 @@ impl KernelSampler for PerfRingSampler {
         // Disabling the leader stops the group; the overflow handler runs with
         // interrupts off on the group's CPU, where DISABLE runs too.
         for (fd, g) in self.leaders.iter().zip(&self.plan.groups) {
-            perf_enable(fd.as_fd(), false).map_err(|e| Error::Engine {
-                what: format!("stop the sampling group on CPU {}", g.cpu),
+            perf_enable(fd.as_fd(), false).map_err(|e| Error::Setup {
+                step: SetupStep::KernelSampling {
+                    cpu: Some(g.cpu),
+                    detail: "stop the sampling group".into(),
+                },
                 source: e,
             })?;
         }
