@@ -33,12 +33,13 @@
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
 //!   a sampler thread), with snapshots, samples and named windows.
 //!
-//! The overhead lab (`quietwatt-lab`) and the energy models of OS events
+//! The system calls live in `quietwatt-sys`. The overhead lab (`quietwatt-lab`), OS
+//! events and traces (`quietwatt-events`) and the energy models of OS events
 //! (`quietwatt-model`) are crates of their own, which depend on this one (never the
 //! reverse).
 //!
 //! Cargo features (see the crate's `Cargo.toml`): `bpf` (default) builds the ebpf
-//! mechanism and the BPF event programs, with libbpf and clang; `testing` exposes
+//! mechanism, with libbpf and clang; `testing` exposes
 //! the software stand-ins for RAPL used by tests and benchmarks (and by the lab's
 //! stand-in monitors). With `default-features = false`
 //! the library reads powercap, msr, perf and perf-ring with a Rust toolchain only.
