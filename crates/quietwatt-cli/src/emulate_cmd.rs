@@ -89,7 +89,9 @@ pub struct EmulateArgs {
     pub start_offset: Option<String>,
 
     /// Power per domain: [SOCKET/]DOMAIN=WATTS[,...], DOMAIN in package, core, uncore,
-    /// dram, platform (psys beyond packages and dram). Repeatable.
+    /// dram, platform (psys beyond packages and dram). Repeatable. `follow=IDLE:PER_CPU`
+    /// makes each package draw IDLE watts plus PER_CPU per busy CPU of this machine
+    /// (read from the real /proc/stat), e.g. `follow=10:5`.
     #[arg(long, value_name = "DOMAIN=W[,..]")]
     pub power: Vec<String>,
 

@@ -103,7 +103,8 @@ impl Environment {
             .trace
             .as_ref()
             .is_none_or(|t| t.points.iter().all(|p| p.scale == 1.0));
-        (flat && config.faults.is_empty()).then_some(config)
+        // A load-following package draws what this machine runs: not constant.
+        (flat && config.faults.is_empty() && config.power.follow.is_none()).then_some(config)
     }
 
     /// The true total power (W) of `ids` by the engine's total rule, when

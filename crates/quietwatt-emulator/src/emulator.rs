@@ -93,6 +93,14 @@ impl Emulator {
         self.shared.truth.truth(socket, domain)
     }
 
+    /// The busy CPU time of `socket`'s CPUs that the load-following package power
+    /// ([`crate::LoadFollowing`]) has counted from the mount to now; `None` without
+    /// it. The package's energy is `idle_w × elapsed + per_cpu_w × busy` (a trace
+    /// scales the idle part).
+    pub fn busy(&self, socket: u32) -> Option<Duration> {
+        self.shared.truth.busy(socket)
+    }
+
     /// What (socket, domain)'s counter served through `mechanism` between its first
     /// and its last read, converted as a correct reader of that mechanism converts
     /// it (powercap: µJ with the kernel's whole-nanojoule unit, e.g. 15300 nJ for

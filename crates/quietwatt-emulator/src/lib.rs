@@ -27,6 +27,8 @@
 //! - `units`: RAPL energy units and per-model quirks.
 //! - `truth`: the exact energy, raw counts, and the record of served values.
 //! - [`fault`]: faults to inject ([`Fault`]).
+//! - [`follow`]: a package power that follows this machine's real load
+//!   ([`LoadFollowing`]), the known truth of attribution tests.
 //! - `layout`: the tree of files served; `cpuinfo`: `/proc/cpuinfo`.
 //! - [`msr`]: the register file behind `/dev/cpu/N/msr`.
 //! - `namespace`: the `enter.sh` script.
@@ -39,6 +41,7 @@ pub mod duration;
 mod emulator;
 pub mod error;
 pub mod fault;
+pub mod follow;
 mod fs;
 mod layout;
 pub mod msr;
@@ -54,5 +57,6 @@ pub use config::{
 pub use emulator::{serves, Emulator, FS_NAME};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultKind, Microjoules};
+pub use follow::LoadFollowing;
 pub use shared::{CounterStep, DomainTruth, TruthReport};
 pub use truth::{Mechanism, Served};

@@ -13,6 +13,7 @@
 
 use crate::config::EmulatorConfig;
 use crate::duration;
+use crate::follow::Follower;
 use crate::units::{self, Unit};
 use quietwatt_core::{Domain, Joules};
 use serde::Serialize;
@@ -173,6 +174,8 @@ pub(crate) struct GroundTruth {
     start: Instant,
     offset_ns: u64,
     step_ns: u64,
+    /// The load-following package power, when configured.
+    follow: Option<Follower>,
 }
 
 impl GroundTruth {
@@ -188,6 +191,11 @@ impl GroundTruth {
                 config.cpus_per_socket.max(1)
             } else {
                 1
+            };
+            let watts = match &config.power.follow {
+                // The package's static part; the dynamic part comes from the Follower.
+                Some(f) if domain == Domain::Package => f.idle_w,
+                _ => watts,
             };
             let power_uw = (watts * 1e6 / f64::from(lanes)).round() as u64;
             for lane in 0..lanes {
@@ -215,6 +223,11 @@ impl GroundTruth {
             start: Instant::now(),
             offset_ns: nanos(config.start_offset),
             step_ns: nanos(config.update_interval).max(1),
+            follow: config
+                .power
+                .follow
+                .as_ref()
+                .map(|f| Follower::new(f, config.sockets, config.cpus_per_socket)),
         }
     }
 
@@ -255,7 +268,24 @@ impl GroundTruth {
 
     /// Energy of counter `i` by emulated time `t_ns`, femtojoules.
     pub fn energy_fj(&self, i: usize, t_ns: u64) -> u128 {
-        u128::from(self.counters[i].power_uw).saturating_mul(self.scale.integral(t_ns)) / PPM
+        let c = &self.counters[i];
+        let base = u128::from(c.power_uw).saturating_mul(self.scale.integral(t_ns)) / PPM;
+        match &self.follow {
+            Some(f) if c.domain == Domain::Package => {
+                base + f.dynamic_fj(c.socket, t_ns.saturating_sub(self.offset_ns))
+            }
+            _ => base,
+        }
+    }
+
+    /// The busy CPU time of `socket` that the load-following model counted from the
+    /// mount to now (`None` without the model).
+    pub fn busy(&self, socket: u32) -> Option<Duration> {
+        let f = self.follow.as_ref()?;
+        let at = self
+            .counter_time(self.now_ns())
+            .saturating_sub(self.offset_ns);
+        Some(Duration::from_nanos(f.busy_ns(socket, at)))
     }
 
     /// The unwrapped raw count of counter `i` at emulated time `t_ns`, as the

@@ -9,6 +9,7 @@
 use crate::duration;
 use crate::error::{Error, Result};
 use crate::fault::Fault;
+use crate::follow::LoadFollowing;
 use crate::units;
 pub use crate::vendor::Vendor;
 use quietwatt_core::Domain;
@@ -191,6 +192,10 @@ pub struct PowerProfile {
     /// A scaling over time; constant power when absent.
     #[serde(default)]
     pub trace: Option<Trace>,
+    /// A package power that follows this machine's real load (see
+    /// [`crate::follow`]); the packages' `package` watts are then unused.
+    #[serde(default)]
+    pub follow: Option<LoadFollowing>,
 }
 
 impl Default for PowerProfile {
@@ -200,6 +205,7 @@ impl Default for PowerProfile {
             sockets: Vec::new(),
             platform: 6.0,
             trace: None,
+            follow: None,
         }
     }
 }
@@ -216,7 +222,8 @@ impl PowerProfile {
     /// Applies a text specification: comma-separated `[SOCKET/]DOMAIN=WATTS`, DOMAIN
     /// one of `package`, `core`, `uncore`, `dram` (per socket; without SOCKET, every
     /// socket) or `platform` (psys beyond packages and DRAM). Example:
-    /// `package=30,core=15,1/dram=6,platform=8`.
+    /// `package=30,core=15,1/dram=6,platform=8`. `follow=IDLE:PER_CPU` makes every
+    /// package follow this machine's real load ([`LoadFollowing`]), e.g. `follow=10:5`.
     pub fn apply(&mut self, spec: &str) -> Result<()> {
         let err = |why: String| Error::PowerSpec {
             spec: spec.to_string(),
@@ -226,6 +233,11 @@ impl PowerProfile {
             let (target, watts) = item
                 .split_once('=')
                 .ok_or_else(|| err(format!("'{item}' has no '='")))?;
+            if target.trim().eq_ignore_ascii_case("follow") {
+                // follow=IDLE:PER_CPU: a load-following package (crate::follow).
+                self.follow = Some(LoadFollowing::parse(watts).map_err(err)?);
+                continue;
+            }
             let watts: f64 = watts
                 .trim()
                 .trim_end_matches(['W', 'w'])
@@ -692,6 +704,21 @@ impl EmulatorConfig {
                     "socket {s}: core + uncore = {inside} W exceeds package {} W (they are inside it)",
                     w.package
                 ));
+            }
+        }
+        if let Some(f) = &self.power.follow {
+            f.check().map_err(Error::Config)?;
+            for s in 0..self.sockets {
+                let w = self.power.socket(s);
+                let inside = if self.domains.core { w.core } else { 0.0 }
+                    + if self.domains.uncore { w.uncore } else { 0.0 };
+                if inside > f.idle_w + 1e-9 {
+                    return bad(format!(
+                        "socket {s}: core + uncore = {inside} W exceeds the load-following \
+                         idle power {} W (they are inside the package)",
+                        f.idle_w
+                    ));
+                }
             }
         }
         let p = self.power.platform;
