@@ -77,6 +77,13 @@ impl Mapping {
         unsafe { self.ptr.as_ptr().add(off) }
     }
 
+    /// The 64-bit word at `off`, as an atomic shared with the kernel: how a
+    /// BPF_F_MMAPABLE array's values are read. `None` outside the mapping or unaligned.
+    pub fn word(&self, off: usize) -> Option<&AtomicU64> {
+        (off % 8 == 0 && off.checked_add(8).is_some_and(|end| end <= self.len))
+            .then(|| self.u64_at(off))
+    }
+
     /// The 64-bit word at `off` (8-byte aligned), as an atomic shared with the kernel.
     fn u64_at(&self, off: usize) -> &AtomicU64 {
         // SAFETY: in bounds, aligned (mappings are page-aligned and every offset used

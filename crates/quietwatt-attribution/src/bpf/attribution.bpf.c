@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT OR GPL-2.0
+//
+// quietwatt's attribution accounting: who ran on each CPU, and from when to when,
+// at context-switch granularity, for splitting each energy sample among what ran.
+//
+// On every sched_switch the slice that ends (the task leaving ran on this CPU
+// since the previous switch) goes to user space as one 40-byte record in a BPF
+// ring buffer: start, end, the leaving task's process (tgid) and cgroup v2 id.
+// The task arriving is written into a per-CPU slot (a BPF_F_MMAPABLE array user
+// space reads with plain loads) with the slice's start, so that user space knows
+// who is running *now* on a CPU that does not switch for a long time (a lone busy
+// loop, an idle CPU): nothing has to switch for an interval to be attributed.
+//
+// Why slices rather than per-entity sums in a hash map: the energy samples are
+// taken by another thread at their own times; a slice stamped in the kernel on
+// CLOCK_MONOTONIC (the energy samples' clock) is split at each sample's exact
+// boundary in user space, with no read-and-reset race and no syscall per entity.
+//
+// The arriving task's identity needs its task_struct: read through CO-RE (the
+// local structs below are relocated against the kernel's BTF by libbpf), so the
+// program needs a kernel with BTF (/sys/kernel/btf/vmlinux). Plain C on
+// <linux/bpf.h> and libbpf's headers: no vmlinux.h.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int tgid;
+	struct css_set *cgroups;
+} __attribute__((preserve_access_index));
+
+// One slice: `tgid` (0: the idle task) ran on `cpu` from `start_ns` to `end_ns`
+// (bpf_ktime_get_ns, CLOCK_MONOTONIC), in cgroup `cgid` (its v2 id, the inode of
+// its directory).
+struct qw_slice {
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 cgid;
+	__u32 tgid;
+	__u32 cpu;
+};
+
+// What runs on a CPU now, since `start_ns` (0: not known yet). `seq` is odd while
+// the program writes the slot: user space rereads until it sees the same even
+// value before and after.
+struct qw_running {
+	__u64 seq;
+	__u64 start_ns;
+	__u64 cgid;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 23);
+} slices SEC(".maps");
+
+// Indexed by CPU; sized by user space to the possible CPUs before loading.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct qw_running);
+	__uint(max_entries, 1);
+} running SEC(".maps");
+
+// Slices the ring had no room for: their time is reported unattributed.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} dropped SEC(".maps");
+
+SEC("tp_btf/sched_switch")
+int qw_attr_switch(__u64 *ctx)
+{
+	// TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, ...)
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct qw_running *r = bpf_map_lookup_elem(&running, &cpu);
+	if (!r)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (r->start_ns) {
+		// `current` is still the task leaving: the helpers name it.
+		struct qw_slice *s = bpf_ringbuf_reserve(&slices, sizeof(*s), 0);
+		if (s) {
+			s->start_ns = r->start_ns;
+			s->end_ns = now;
+			s->cgid = bpf_get_current_cgroup_id();
+			s->tgid = bpf_get_current_pid_tgid() >> 32;
+			s->cpu = cpu;
+			// Submitted before the slot changes: a reader that saw the new slot
+			// finds this record in the ring.
+			bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+		} else {
+			__u32 zero = 0;
+			__u64 *d = bpf_map_lookup_elem(&dropped, &zero);
+			if (d)
+				__sync_fetch_and_add(d, 1);
+		}
+	}
+	__sync_fetch_and_add(&r->seq, 1);
+	r->start_ns = now;
+	r->tgid = BPF_CORE_READ(next, tgid);
+	r->cgid = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
+	__sync_fetch_and_add(&r->seq, 1);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,384 @@
+//! The attributing sink: takes a recording's samples, splits each package's energy
+//! among what ran, and writes one row per entity per sample in a long format.
+//!
+//! Columns (CSV header, or the keys of each JSON Lines object):
+//! `t_ns` (CLOCK_MONOTONIC ns of the sample), `interval_ns`, `package`, `kind`
+//! (`process`, `cgroup`, `unattributed`, `total`, `dram`), `id` (tgid, cgroup id,
+//! or empty), `name`, `joules` (= `dynamic_j + idle_j`), `dynamic_j`, `idle_j`,
+//! `cpu_ns`. For each `(t_ns, package)`, the `process`/`cgroup` rows plus the
+//! `unattributed` row add up to the `total` row exactly (joules are whole µJ,
+//! written with six decimals). `dram` rows carry the package's DRAM energy, which
+//! is not split (see docs/attribution.md). `cpu_ns` of `unattributed` is the idle
+//! task's time plus time the accounting did not see; of `total`, the package's
+//! capacity (CPUs × interval).
+
+use crate::model::{IdlePower, Model, Part, Split};
+use crate::names::Names;
+use crate::timeline::{By, Entity, Timeline, Usage};
+use quietwatt::domain::Domain;
+use quietwatt::sink::{Metadata, Sample, Sink};
+use quietwatt::source::Channel;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+
+/// Where slices come from: the accounting program, or a test's own.
+pub trait SliceSource: Send {
+    /// Sets what runs on each CPU now, then adds the closed slices since the last
+    /// call (see [`crate::Tracker::drain`]).
+    fn drain(&mut self, timeline: &mut Timeline);
+}
+
+impl SliceSource for crate::Tracker {
+    fn drain(&mut self, timeline: &mut Timeline) {
+        crate::Tracker::drain(self, timeline);
+    }
+}
+
+/// The output format of the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongFormat {
+    /// CSV with a header, metadata as leading `#` lines.
+    Csv,
+    /// JSON Lines, metadata as the first line (`{"meta": {...}}`).
+    Jsonl,
+}
+
+/// One entity's totals over the recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EntityTotal {
+    /// Dynamic energy, µJ.
+    pub dynamic_uj: u64,
+    /// Idle share, µJ.
+    pub idle_uj: u64,
+    /// CPU time, ns.
+    pub cpu_ns: u64,
+}
+
+impl EntityTotal {
+    /// Dynamic plus idle share, µJ.
+    pub fn total_uj(&self) -> u64 {
+        self.dynamic_uj + self.idle_uj
+    }
+}
+
+/// Totals over the recording, all packages.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    /// Per entity.
+    pub entities: BTreeMap<Entity, EntityTotal>,
+    /// What no entity got.
+    pub unattributed: Part,
+    /// The measured package energy, µJ.
+    pub energy_uj: u64,
+    /// Of which the idle part, µJ.
+    pub idle_uj: u64,
+    /// DRAM energy (not split), µJ.
+    pub dram_uj: u64,
+    /// Package intervals split.
+    pub intervals: u64,
+    /// Intervals whose parts did not add up to the measured energy: always 0 (the
+    /// split is exact); counted so that a test can say so of a real recording.
+    pub unbalanced: u64,
+}
+
+impl Totals {
+    /// Σ entities + unattributed, µJ: equal to [`Totals::energy_uj`].
+    pub fn accounted_uj(&self) -> u64 {
+        self.entities.values().map(EntityTotal::total_uj).sum::<u64>()
+            + self.unattributed.total_uj()
+    }
+}
+
+/// A [`Sink`] that writes the attribution of each sample.
+pub struct AttributionSink<W: Write + Send> {
+    out: W,
+    format: LongFormat,
+    by: By,
+    idle: IdlePower,
+    source: Box<dyn SliceSource>,
+    timeline: Timeline,
+    model: Model,
+    names: Names,
+    /// The package of each CPU, as a socket number (index: CPU).
+    cpu_socket: Vec<Option<u32>>,
+    /// Per package: socket, its package channels, its DRAM channels.
+    packages: Vec<(u32, Vec<usize>, Vec<usize>)>,
+    /// CPUs per package.
+    cpus: Vec<u32>,
+    /// The index in `packages` of each CPU's package.
+    cpu_pkg: Vec<Option<usize>>,
+    /// Per channel: cumulative joules and the µJ already handed out.
+    cum: Vec<(f64, u64)>,
+    usage: Vec<Usage>,
+    order: Vec<(Entity, u64)>,
+    weights: Vec<u64>,
+    split: Split,
+    row: String,
+    totals: Arc<Mutex<Totals>>,
+}
+
+impl<W: Write + Send> AttributionSink<W> {
+    /// Attributes by `by` with `idle` set apart; `cpu_socket[cpu]` is each CPU's
+    /// package (socket number), as the topology under the measured root says.
+    pub fn new(
+        out: W,
+        format: LongFormat,
+        by: By,
+        idle: IdlePower,
+        cpu_socket: Vec<Option<u32>>,
+        source: Box<dyn SliceSource>,
+        names: Names,
+    ) -> AttributionSink<W> {
+        AttributionSink {
+            out,
+            format,
+            by,
+            idle,
+            source,
+            timeline: Timeline::new(),
+            model: Model::new(idle),
+            names,
+            cpu_socket,
+            packages: Vec::new(),
+            cpus: Vec::new(),
+            cpu_pkg: Vec::new(),
+            cum: Vec::new(),
+            usage: Vec::new(),
+            order: Vec::new(),
+            weights: Vec::new(),
+            split: Split::default(),
+            row: String::new(),
+            totals: Arc::new(Mutex::new(Totals::default())),
+        }
+    }
+
+    /// The totals, updated as samples are written; readable after the recording
+    /// (the sink itself goes to the writer thread).
+    pub fn totals(&self) -> Arc<Mutex<Totals>> {
+        Arc::clone(&self.totals)
+    }
+
+    fn uj(&mut self, chans: &[usize], energy: &[quietwatt::units::Joules]) -> u64 {
+        let mut sum = 0;
+        for &c in chans {
+            let (cum, given) = &mut self.cum[c];
+            *cum += energy.get(c).map_or(0.0, |j| j.0.max(0.0));
+            // Rounded on the running total, so that rounding never accumulates.
+            let now = (*cum * 1e6).round() as u64;
+            sum += now.saturating_sub(*given);
+            *given = (*given).max(now);
+        }
+        sum
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put_row(
+        &mut self,
+        t_ns: u64,
+        interval_ns: u64,
+        socket: u32,
+        kind: &str,
+        id: Option<u64>,
+        name: &str,
+        part: Part,
+        cpu_ns: u64,
+    ) {
+        let j = |uj: u64| format!("{}.{:06}", uj / 1_000_000, uj % 1_000_000);
+        let id_s = id.map(|i| i.to_string()).unwrap_or_default();
+        let r = &mut self.row;
+        match self.format {
+            LongFormat::Csv => {
+                let name = if name.contains([',', '"', '\n']) {
+                    format!("\"{}\"", name.replace('"', "\"\"").replace('\n', " "))
+                } else {
+                    name.to_string()
+                };
+                let _ = writeln!(
+                    r,
+                    "{t_ns},{interval_ns},{socket},{kind},{id_s},{name},{},{},{},{cpu_ns}",
+                    j(part.total_uj()),
+                    j(part.dynamic_uj),
+                    j(part.idle_uj)
+                );
+            }
+            LongFormat::Jsonl => {
+                let id_v = id.map_or("null".to_string(), |i| i.to_string());
+                let name = serde_json::to_string(name).unwrap_or_else(|_| "\"?\"".into());
+                let _ = writeln!(
+                    r,
+                    "{{\"t_ns\":{t_ns},\"interval_ns\":{interval_ns},\"package\":{socket},\
+                     \"kind\":\"{kind}\",\"id\":{id_v},\"name\":{name},\"joules\":{},\
+                     \"dynamic_j\":{},\"idle_j\":{},\"cpu_ns\":{cpu_ns}}}",
+                    j(part.total_uj()),
+                    j(part.dynamic_uj),
+                    j(part.idle_uj)
+                );
+            }
+        }
+    }
+
+    fn name_of(&mut self, e: Entity) -> String {
+        match e {
+            Entity::Process(tgid) => self.names.process(tgid).to_string(),
+            Entity::Cgroup(id) => self
+                .names
+                .cgroup(id)
+                .map_or_else(|| format!("cgroup {id}"), |(_, n)| n.to_string()),
+        }
+    }
+}
+
+impl<W: Write + Send> Sink for AttributionSink<W> {
+    fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
+        let mut sockets: Vec<u32> = channels
+            .iter()
+            .filter(|c| c.id.domain == Domain::Package)
+            .map(|c| c.id.socket.0)
+            .collect();
+        sockets.sort_unstable();
+        sockets.dedup();
+        self.packages = sockets
+            .iter()
+            .map(|&s| {
+                let of = |d: Domain| {
+                    channels
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| c.id.socket.0 == s && c.id.domain == d)
+                        .map(|(i, _)| i)
+                        .collect::<Vec<_>>()
+                };
+                (s, of(Domain::Package), of(Domain::Dram))
+            })
+            .collect();
+        self.cpus = sockets
+            .iter()
+            .map(|&s| self.cpu_socket.iter().filter(|c| **c == Some(s)).count() as u32)
+            .collect();
+        self.cpu_pkg = self
+            .cpu_socket
+            .iter()
+            .map(|so| so.and_then(|so| sockets.iter().position(|&p| p == so)))
+            .collect();
+        self.cum = vec![(0.0, 0); channels.len()];
+        self.usage = vec![Usage::default(); self.packages.len()];
+        let by = match self.by {
+            By::Process => "process",
+            By::Cgroup => "cgroup",
+        };
+        let mut fields: Vec<(String, String)> = meta.fields.clone();
+        fields.push(("attribution".into(), by.into()));
+        fields.push(("idle_power".into(), self.idle.label()));
+        fields.push((
+            "attribution_model".into(),
+            "each package interval's energy less its idle part is split by CPU time among \
+             what ran on its CPUs; the idle part by CPU time over the package's capacity; \
+             DRAM is not split (docs/attribution.md)"
+                .into(),
+        ));
+        let mut head = String::new();
+        match self.format {
+            LongFormat::Csv => {
+                for (k, v) in &fields {
+                    let _ = writeln!(head, "# {k}: {}", v.replace('\n', " "));
+                }
+                head.push_str(
+                    "t_ns,interval_ns,package,kind,id,name,joules,dynamic_j,idle_j,cpu_ns\n",
+                );
+            }
+            LongFormat::Jsonl => {
+                let m: serde_json::Map<String, serde_json::Value> = fields
+                    .into_iter()
+                    .map(|(k, v)| (k, serde_json::Value::String(v)))
+                    .collect();
+                let _ = writeln!(head, "{}", serde_json::json!({ "meta": m }));
+            }
+        }
+        self.out.write_all(head.as_bytes())?;
+        self.out.flush()
+    }
+
+    fn sample(&mut self, s: &Sample<'_>) -> io::Result<()> {
+        let t1 = s.t_ns;
+        let t0 = t1.saturating_sub(s.interval_ns);
+        self.source.drain(&mut self.timeline);
+        let mut usage = std::mem::take(&mut self.usage);
+        let cpu_pkg = &self.cpu_pkg;
+        self.timeline.usage(
+            t0,
+            t1,
+            self.by,
+            |c| cpu_pkg.get(c as usize).copied().flatten(),
+            &mut usage,
+        );
+        self.row.clear();
+        for p in 0..self.packages.len() {
+            let (socket, pkg, dram) = self.packages[p].clone();
+            let e = self.uj(&pkg, s.energy);
+            let dram_uj = self.uj(&dram, s.energy);
+            let u = &usage[p];
+            self.order.clear();
+            self.order.extend(u.by_entity.iter().map(|(e, ns)| (*e, *ns)));
+            self.order.sort_unstable();
+            self.weights.clear();
+            self.weights.extend(self.order.iter().map(|(_, ns)| *ns));
+            let mut split = std::mem::take(&mut self.split);
+            self.model
+                .split(e, s.interval_ns, self.cpus[p], &self.weights, &mut split);
+            {
+                let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
+                t.intervals += 1;
+                t.energy_uj += e;
+                t.idle_uj += split.idle_uj;
+                t.dram_uj += dram_uj;
+                t.unattributed.dynamic_uj += split.unattributed.dynamic_uj;
+                t.unattributed.idle_uj += split.unattributed.idle_uj;
+                if split.accounted_uj() != e {
+                    t.unbalanced += 1;
+                }
+                for ((ent, ns), part) in self.order.iter().zip(&split.parts) {
+                    let et = t.entities.entry(*ent).or_default();
+                    et.dynamic_uj += part.dynamic_uj;
+                    et.idle_uj += part.idle_uj;
+                    et.cpu_ns += ns;
+                }
+            }
+            let order = std::mem::take(&mut self.order);
+            for ((ent, ns), part) in order.iter().zip(&split.parts) {
+                let (kind, id) = match *ent {
+                    Entity::Process(t) => ("process", u64::from(t)),
+                    Entity::Cgroup(c) => ("cgroup", c),
+                };
+                let name = self.name_of(*ent);
+                self.put_row(t1, s.interval_ns, socket, kind, Some(id), &name, *part, *ns);
+            }
+            self.order = order;
+            let un = split.unattributed;
+            let un_ns = u.idle_ns + u.unseen_ns;
+            self.put_row(t1, s.interval_ns, socket, "unattributed", None, "", un, un_ns);
+            let capacity = s.interval_ns.saturating_mul(u64::from(self.cpus[p]));
+            let total = Part {
+                dynamic_uj: e - split.idle_uj,
+                idle_uj: split.idle_uj,
+            };
+            self.put_row(t1, s.interval_ns, socket, "total", None, "", total, capacity);
+            if !dram.is_empty() {
+                let d = Part {
+                    dynamic_uj: dram_uj,
+                    idle_uj: 0,
+                };
+                self.put_row(t1, s.interval_ns, socket, "dram", None, "", d, 0);
+            }
+            self.split = split;
+        }
+        self.usage = usage;
+        self.timeline.forget_before(t1);
+        self.out.write_all(self.row.as_bytes())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
