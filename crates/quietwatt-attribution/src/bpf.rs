@@ -19,11 +19,11 @@ quietwatt_sys::bpf_skeleton!("attribution");
 
 use skel::AttributionSkelBuilder;
 
-/// The ring's size: 8 MiB hold 209 715 slices of 40 bytes (+8 of header), two
+/// The ring's size: 8 MiB hold 209 715 slices of 32 bytes (+8 of header), two
 /// seconds of 100 000 context switches a second.
 pub const RING_BYTES: usize = 8 << 20;
 /// `struct qw_slice`.
-const SLICE_BYTES: usize = 32 + 8;
+const SLICE_BYTES: usize = 32;
 /// `struct qw_running`.
 const RUNNING_BYTES: usize = 32;
 
@@ -79,7 +79,8 @@ impl Tracker {
     /// with BTF), and makes every CPU switch once so that what runs on each is known
     /// from the start, even on a CPU that would not switch for a long time.
     pub fn open() -> Result<Tracker> {
-        let ncpus = libbpf_rs::num_possible_cpus().map_err(|e| err("count the possible CPUs", e))?;
+        let ncpus =
+            libbpf_rs::num_possible_cpus().map_err(|e| err("count the possible CPUs", e))?;
         let mut storage = MaybeUninit::uninit();
         let mut open = AttributionSkelBuilder::default()
             .open(&mut storage)
@@ -240,8 +241,16 @@ fn parse_slice(rec: &[u8]) -> Option<Slice> {
     if rec.len() < SLICE_BYTES {
         return None;
     }
-    let u64_at = |o: usize| rec.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes);
-    let u32_at = |o: usize| rec.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes);
+    let u64_at = |o: usize| {
+        rec.get(o..o + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_ne_bytes)
+    };
+    let u32_at = |o: usize| {
+        rec.get(o..o + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_ne_bytes)
+    };
     Some(Slice {
         start_ns: u64_at(0)?,
         end_ns: u64_at(8)?,

@@ -55,7 +55,7 @@ pub use error::{AttributionError, Result};
 pub use model::{IdlePower, Model, Part, Split};
 pub use names::{Names, OwnCgroup};
 pub use sink::{AttributionSink, EntityTotal, LongFormat, SliceSource, Totals};
-pub use timeline::{By, Entity, Running, Slice, Timeline};
+pub use timeline::{By, Entity, Running, Slice, Timeline, Usage};
 
 /// Each CPU's package (socket number), indexed by CPU, from the topology under
 /// `root` (the one the energy is read under).

@@ -104,10 +104,19 @@ impl Model {
     /// Splits `energy_uj` measured over `dt_ns` on a package of `cpus` CPUs among
     /// entities that ran `cpu_ns[i]` each (the idle task not among them), into
     /// `split` (its buffers reused).
-    pub fn split(&mut self, energy_uj: u64, dt_ns: u64, cpus: u32, cpu_ns: &[u64], split: &mut Split) {
+    pub fn split(
+        &mut self,
+        energy_uj: u64,
+        dt_ns: u64,
+        cpus: u32,
+        cpu_ns: &[u64],
+        split: &mut Split,
+    ) {
         let n = cpu_ns.len();
         let idle_wanted = u128::from(self.idle_uw) * u128::from(dt_ns) / 1_000_000_000;
-        let idle_uj = u64::try_from(idle_wanted).unwrap_or(u64::MAX).min(energy_uj);
+        let idle_uj = u64::try_from(idle_wanted)
+            .unwrap_or(u64::MAX)
+            .min(energy_uj);
         let dynamic_uj = energy_uj - idle_uj;
         split.energy_uj = energy_uj;
         split.idle_uj = idle_uj;
@@ -152,8 +161,20 @@ mod tests {
         // 1 ms at 15 W: 15000 µJ, idle 10000 µJ.
         m.split(15_000, 1_000_000, 2, &[1_000_000], &mut s);
         assert_eq!(s.idle_uj, 10_000);
-        assert_eq!(s.parts[0], Part { dynamic_uj: 5_000, idle_uj: 5_000 });
-        assert_eq!(s.unattributed, Part { dynamic_uj: 0, idle_uj: 5_000 });
+        assert_eq!(
+            s.parts[0],
+            Part {
+                dynamic_uj: 5_000,
+                idle_uj: 5_000
+            }
+        );
+        assert_eq!(
+            s.unattributed,
+            Part {
+                dynamic_uj: 0,
+                idle_uj: 5_000
+            }
+        );
         // Below the idle power: everything is idle, nothing dynamic.
         m.split(8_000, 1_000_000, 2, &[1_000_000], &mut s);
         assert_eq!((s.idle_uj, s.parts[0].dynamic_uj), (8_000, 0));
@@ -167,7 +188,11 @@ mod tests {
     #[test]
     fn every_random_interval_is_conserved_exactly() {
         let mut rng = XorShift::new(0x5eed);
-        for idle in [IdlePower::None, IdlePower::Configured(7.5), IdlePower::Configured(1e4)] {
+        for idle in [
+            IdlePower::None,
+            IdlePower::Configured(7.5),
+            IdlePower::Configured(1e4),
+        ] {
             let mut m = Model::new(idle);
             let mut s = Split::default();
             for _ in 0..20_000 {
@@ -177,7 +202,11 @@ mod tests {
                 let n = (rng.next_u64() % 12) as usize;
                 let ns: Vec<u64> = (0..n).map(|_| rng.next_u64() % (dt + 2)).collect();
                 m.split(e, dt, cpus, &ns, &mut s);
-                assert_eq!(s.accounted_uj(), e, "{idle:?} e={e} dt={dt} cpus={cpus} ns={ns:?}");
+                assert_eq!(
+                    s.accounted_uj(),
+                    e,
+                    "{idle:?} e={e} dt={dt} cpus={cpus} ns={ns:?}"
+                );
                 assert!(s.idle_uj <= e);
             }
         }

@@ -223,6 +223,36 @@ impl OwnCgroup {
         })
     }
 
+    /// Makes `cmd`'s process join this cgroup between fork and exec, so that the
+    /// command and everything it starts are in it from their first instruction.
+    pub fn join_on_exec(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        // Prepared before the fork: between fork and exec only open and write run.
+        let procs = self.path.join("cgroup.procs");
+        let Ok(path) = std::ffi::CString::new(procs.as_os_str().as_bytes()) else {
+            return;
+        };
+        // SAFETY: the hook calls only async-signal-safe functions (open, write,
+        // close) on memory prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // "0": the writing process itself.
+                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                if n != 1 {
+                    return Err(e);
+                }
+                Ok(())
+            });
+        }
+    }
+
     /// Removes the directory (it must have no live process left).
     pub fn remove(mut self) -> Result<()> {
         self.removed = true;
@@ -249,7 +279,10 @@ mod tests {
     fn finds_the_v2_mount_on_unified_and_hybrid_systems() {
         let hybrid = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
                       42 31 0:39 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n";
-        assert_eq!(mount_from(hybrid), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(
+            mount_from(hybrid),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
         let v1 = "42 31 0:39 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n";
         assert_eq!(mount_from(v1), None);
     }
@@ -257,10 +290,15 @@ mod tests {
     #[test]
     fn names_say_what_the_path_says() {
         let id = "4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b";
-        assert_eq!(readable(&format!("/system.slice/docker-{id}.scope")), "docker:4f3c2a1b0e9d");
+        assert_eq!(
+            readable(&format!("/system.slice/docker-{id}.scope")),
+            "docker:4f3c2a1b0e9d"
+        );
         assert_eq!(readable(&format!("/docker/{id}")), "docker:4f3c2a1b0e9d");
         assert_eq!(
-            readable(&format!("/kubepods.slice/kubepods-pod1.slice/cri-containerd-{id}.scope")),
+            readable(&format!(
+                "/kubepods.slice/kubepods-pod1.slice/cri-containerd-{id}.scope"
+            )),
             "containerd:4f3c2a1b0e9d"
         );
         assert_eq!(
@@ -268,7 +306,10 @@ mod tests {
             "pod:12345678-1234-1234-1234-123456789012"
         );
         assert_eq!(readable("/system.slice/sshd.service"), "sshd.service");
-        assert_eq!(readable("/user.slice/user-1000.slice/session-2.scope"), "session-2.scope");
+        assert_eq!(
+            readable("/user.slice/user-1000.slice/session-2.scope"),
+            "session-2.scope"
+        );
         assert_eq!(readable("/"), "/");
         assert_eq!(readable("/batch/job7"), "/batch/job7");
     }

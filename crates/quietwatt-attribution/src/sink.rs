@@ -86,7 +86,10 @@ pub struct Totals {
 impl Totals {
     /// Σ entities + unattributed, µJ: equal to [`Totals::energy_uj`].
     pub fn accounted_uj(&self) -> u64 {
-        self.entities.values().map(EntityTotal::total_uj).sum::<u64>()
+        self.entities
+            .values()
+            .map(EntityTotal::total_uj)
+            .sum::<u64>()
             + self.unattributed.total_uj()
     }
 }
@@ -314,13 +317,13 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
             &mut usage,
         );
         self.row.clear();
-        for p in 0..self.packages.len() {
+        for (p, u) in usage.iter().enumerate() {
             let (socket, pkg, dram) = self.packages[p].clone();
             let e = self.uj(&pkg, s.energy);
             let dram_uj = self.uj(&dram, s.energy);
-            let u = &usage[p];
             self.order.clear();
-            self.order.extend(u.by_entity.iter().map(|(e, ns)| (*e, *ns)));
+            self.order
+                .extend(u.by_entity.iter().map(|(e, ns)| (*e, *ns)));
             self.order.sort_unstable();
             self.weights.clear();
             self.weights.extend(self.order.iter().map(|(_, ns)| *ns));
@@ -357,13 +360,31 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
             self.order = order;
             let un = split.unattributed;
             let un_ns = u.idle_ns + u.unseen_ns;
-            self.put_row(t1, s.interval_ns, socket, "unattributed", None, "", un, un_ns);
+            self.put_row(
+                t1,
+                s.interval_ns,
+                socket,
+                "unattributed",
+                None,
+                "",
+                un,
+                un_ns,
+            );
             let capacity = s.interval_ns.saturating_mul(u64::from(self.cpus[p]));
             let total = Part {
                 dynamic_uj: e - split.idle_uj,
                 idle_uj: split.idle_uj,
             };
-            self.put_row(t1, s.interval_ns, socket, "total", None, "", total, capacity);
+            self.put_row(
+                t1,
+                s.interval_ns,
+                socket,
+                "total",
+                None,
+                "",
+                total,
+                capacity,
+            );
             if !dram.is_empty() {
                 let d = Part {
                     dynamic_uj: dram_uj,

@@ -218,9 +218,23 @@ mod tests {
         t.push(slice(0, 0, 40, 7, 100));
         t.push(slice(0, 40, 60, 0, 1));
         t.push(slice(0, 60, 90, 8, 100));
-        t.set_running(0, Running { start_ns: 90, cgid: 200, tgid: 9 });
+        t.set_running(
+            0,
+            Running {
+                start_ns: 90,
+                cgid: 200,
+                tgid: 9,
+            },
+        );
         // CPU 1: nothing closed, something running since 30.
-        t.set_running(1, Running { start_ns: 30, cgid: 200, tgid: 9 });
+        t.set_running(
+            1,
+            Running {
+                start_ns: 30,
+                cgid: 200,
+                tgid: 9,
+            },
+        );
         let mut u = vec![Usage::default()];
         t.usage(20, 120, By::Process, |_| Some(0), &mut u);
         let e = &u[0].by_entity;
@@ -239,7 +253,14 @@ mod tests {
     #[test]
     fn a_stale_running_read_is_not_counted_twice_and_gaps_are_unseen() {
         let mut t = Timeline::new();
-        t.set_running(0, Running { start_ns: 10, cgid: 1, tgid: 5 });
+        t.set_running(
+            0,
+            Running {
+                start_ns: 10,
+                cgid: 1,
+                tgid: 5,
+            },
+        );
         t.push(slice(0, 10, 50, 5, 1));
         t.push(slice(0, 70, 80, 6, 1)); // 50..70 dropped
         let mut u = vec![Usage::default()];

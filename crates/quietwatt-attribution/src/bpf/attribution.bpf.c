@@ -4,7 +4,7 @@
 // at context-switch granularity, for splitting each energy sample among what ran.
 //
 // On every sched_switch the slice that ends (the task leaving ran on this CPU
-// since the previous switch) goes to user space as one 40-byte record in a BPF
+// since the previous switch) goes to user space as one 32-byte record in a BPF
 // ring buffer: start, end, the leaving task's process (tgid) and cgroup v2 id.
 // The task arriving is written into a per-CPU slot (a BPF_F_MMAPABLE array user
 // space reads with plain loads) with the slice's start, so that user space knows

@@ -1,0 +1,56 @@
+//! The accounting program alone: what it reports of a process matches the
+//! kernel's own CPU time of that process. Needs root and a kernel with BTF; fails
+//! loudly without them.
+
+use quietwatt_attribution::{By, Entity, Timeline, Tracker, Usage};
+use std::time::Duration;
+
+#[test]
+fn the_accounting_sees_a_busy_process_cpu_time() {
+    let mut tracker = Tracker::open().unwrap_or_else(|e| {
+        panic!("\n\n*** quietwatt-attribution: {e}\n*** This test needs root and a kernel with BTF.\n\n")
+    });
+    let mut timeline = Timeline::new();
+    let t0 = quietwatt::ticker::monotonic_ns();
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut cpu_ns = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        tracker.drain(&mut timeline);
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
+            cpu_ns = s.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    tracker.drain(&mut timeline);
+    let t1 = quietwatt::ticker::monotonic_ns();
+    let mut u = vec![Usage::default()];
+    timeline.usage(t0, t1, By::Process, |_| Some(0), &mut u);
+    let seen = u[0]
+        .by_entity
+        .get(&Entity::Process(pid))
+        .copied()
+        .unwrap_or(0);
+    eprintln!(
+        "slices {}, dropped {}, child seen {seen} ns, kernel says at least {cpu_ns} ns; \
+         idle {} ns, unseen {} ns, cost {:?}",
+        tracker.slices(),
+        tracker.dropped(),
+        u[0].idle_ns,
+        u[0].unseen_ns,
+        tracker.cost()
+    );
+    assert!(tracker.slices() > 0);
+    // The last schedstat read came before the child's last slice.
+    assert!(
+        seen + 2_000_000 >= cpu_ns,
+        "saw {seen} ns of at least {cpu_ns}"
+    );
+}
