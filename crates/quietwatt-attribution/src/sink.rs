@@ -23,6 +23,15 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
+/// What each column holds, written into the output's metadata.
+pub const COLUMNS: &str =
+    "t_ns: CLOCK_MONOTONIC ns of the sample; interval_ns: since the previous \
+sample; package: the socket; kind: process, cgroup, unattributed (idle CPUs and time not seen), \
+total (the measured package energy) or dram (not split); id: tgid or cgroup id; name: comm or \
+the cgroup's unit/container/path; joules = dynamic_j + idle_j, whole microjoules: per (t_ns, \
+package) the process/cgroup rows plus unattributed equal total exactly; cpu_ns: CPU time in the \
+interval (total: CPUs x interval)";
+
 /// Where slices come from: the accounting program, or a test's own.
 pub trait SliceSource: Send {
     /// Sets what runs on each CPU now, then adds the closed slices since the last
@@ -271,7 +280,14 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
             By::Process => "process",
             By::Cgroup => "cgroup",
         };
-        let mut fields: Vec<(String, String)> = meta.fields.clone();
+        // The recording's own column notes describe the energy rows this file replaces.
+        let mut fields: Vec<(String, String)> = meta
+            .fields
+            .iter()
+            .filter(|(k, _)| k != "units")
+            .cloned()
+            .collect();
+        fields.push(("units".into(), COLUMNS.into()));
         fields.push(("attribution".into(), by.into()));
         fields.push(("idle_power".into(), self.idle.label()));
         fields.push((

@@ -60,11 +60,22 @@ pub fn measure_watched(
     config: &EngineConfig,
     watch: &mut dyn FnMut(ChildEvent),
 ) -> Result<MeasuredCommand> {
+    measure_watched_into(meter, &mut NullSink, cmd, config, watch)
+}
+
+/// [`measure_watched`], with every sample also handed to `sink` (for a consumer of
+/// the samples that writes no file of its own: the split among processes). The
+/// caller begins the sink ([`Sink::begin`] with the meter's channels) first.
+pub fn measure_watched_into(
+    meter: &mut Meter,
+    sink: &mut dyn Sink,
+    cmd: &mut Command,
+    config: &EngineConfig,
+    watch: &mut dyn FnMut(ChildEvent),
+) -> Result<MeasuredCommand> {
     let mut config = config.clone();
     config.duration = None;
-    let (run, status) = drive(meter, &mut NullSink, &config, None, |_| {
-        spawn_and_wait(cmd, watch)
-    })?;
+    let (run, status) = drive(meter, sink, &config, None, |_| spawn_and_wait(cmd, watch))?;
     let kernel = run.kernel(meter);
     let mut warnings = run.warnings;
     warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));

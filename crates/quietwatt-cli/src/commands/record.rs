@@ -47,6 +47,8 @@ pub struct Args {
     events: super::events::RecordEventsArgs,
     #[command(flatten)]
     in_kernel: super::inkernel::InKernelArgs,
+    #[command(flatten)]
+    attribution: super::attribute::RecordArgs,
     /// A command to run: the recording covers it, from just before its start to
     /// its end, and quietwatt exits with its exit code (signals sent to quietwatt
     /// are passed on to it, as `run` does).
@@ -100,6 +102,12 @@ impl Args {
                     "--events and --trace read the recording back from its file: give -o FILE, not -o -",
                 ));
             }
+        }
+        if self.attribution.attribute.is_some() && self.events.any() {
+            return Err(Failure::usage(
+                "--events reads the energy rows back from the file, which --attribute replaces \
+                 with the split: record them in two runs",
+            ));
         }
         if !self.command.is_empty()
             && matches!(self.mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing))
@@ -161,7 +169,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     meta.push("emulated", env.is_emulated().to_string());
     meta.push("root", env.root.dir().display().to_string());
     super::inkernel::push_meta(&mut meta, meter.mode(), &args.in_kernel);
-    let mut sink = format.sink(file);
+    let (mut sink, attributed) =
+        super::attribute::record_sink(&args.attribution, env, file, format)?;
     let events = super::events::start(env, &args.events, &args.output, &meta)?;
     install();
     let how = match meter.mode() {
@@ -276,6 +285,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         eprintln!("{}", rec.overhead);
         if let Some(k) = &rec.kernel {
             eprintln!("{k}");
+        }
+        if let Some(t) = &attributed {
+            super::attribute::print_top(t, 10);
         }
         events.print();
     }

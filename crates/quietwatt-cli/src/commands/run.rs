@@ -33,6 +33,8 @@ pub struct Args {
     require_energy: bool,
     #[command(flatten)]
     in_kernel: super::inkernel::InKernelArgs,
+    #[command(flatten)]
+    attribution: super::attribute::RunArgs,
     /// Price the command's page faults and context switches (perf software counters
     /// on it and its children) with this model from `quietwatt model`, reported
     /// beside the energy as model estimates.
@@ -72,6 +74,11 @@ pub struct Args {
 /// Runs the command, prints its energy, exits with its exit code.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if let Some(runs) = args.repeat {
+        if args.attribution.attribute {
+            return Err(Failure::usage(
+                "--attribute reports one run's share: leave out --repeat, or leave out --attribute",
+            ));
+        }
         if args.model.is_some() {
             return Err(Failure::usage(
                 "--model prices one run: leave out --repeat, or leave out --model",
@@ -145,12 +152,25 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ),
         None => None,
     };
-    let m = measure_watched(
-        &mut meter,
-        &mut cmd,
-        &config,
-        &mut crate::signals::forward_to_command,
-    )?;
+    let mut share =
+        super::attribute::run_share(&args.attribution, env, &meter, &config.rate, &mut cmd)?;
+    let mut pid = 0;
+    let mut watch = |e: quietwatt::command::ChildEvent| {
+        if let quietwatt::command::ChildEvent::Spawned(p) = e {
+            pid = p;
+        }
+        crate::signals::forward_to_command(e)
+    };
+    let m = match &mut share {
+        None => measure_watched(&mut meter, &mut cmd, &config, &mut watch)?,
+        Some((_, sink)) => quietwatt::command::measure_watched_into(
+            &mut meter,
+            sink.as_mut(),
+            &mut cmd,
+            &config,
+            &mut watch,
+        )?,
+    };
     let estimate = attributor.map(|a| a.finish()).transpose()?;
     let exit_code = super::exit_code(m.status);
     for w in &m.warnings {
@@ -164,6 +184,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(k) = &m.kernel {
             v["kernel"] = serde_json::to_value(k).unwrap_or_default();
         }
+        if let Some((s, _)) = &share {
+            v["share"] = s.json(pid);
+        }
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         print_report(
@@ -172,6 +195,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &config.rate,
             env.is_emulated(),
         );
+        if let Some((s, _)) = &share {
+            s.print(pid, &args.command.join(" "));
+        }
         if let Some(e) = &estimate {
             eprintln!("{}", quietwatt_model::attribution::text(e));
         }

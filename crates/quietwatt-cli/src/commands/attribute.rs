@@ -1,0 +1,280 @@
+//! `--attribute` of `record` and `run`: the energy split among processes or
+//! cgroups (quietwatt-attribution), its flags, and how it is reported.
+
+use crate::emulated::Environment;
+use crate::exit::Failure;
+use quietwatt::sink::{OutputFile, Sink};
+use quietwatt::Format;
+use quietwatt_attribution::{
+    cpu_sockets, AttributionSink, By, Entity, IdlePower, LongFormat, Names, OwnCgroup, Totals,
+    Tracker,
+};
+use std::sync::{Arc, Mutex};
+
+/// The totals a split keeps, shared with the writer thread that fills them.
+pub type SharedTotals = Arc<Mutex<Totals>>;
+/// A sink that splits, and its totals.
+type Splitting = (Box<dyn Sink>, SharedTotals);
+
+/// What `--attribute` splits by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ByArg {
+    /// Processes (a thread's time goes to its process).
+    Process,
+    /// cgroups v2 (containers, systemd units and slices).
+    Cgroup,
+}
+
+/// `record`'s attribution flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// Write, instead of the energy per domain, each sample's package energy split
+    /// among the processes or cgroups that ran (one row per entity per sample:
+    /// t_ns,interval_ns,package,kind,id,name,joules,dynamic_j,idle_j,cpu_ns). Needs
+    /// root and a kernel with BTF (a BPF program on sched_switch).
+    #[arg(long, value_enum, value_name = "process|cgroup")]
+    pub attribute: Option<ByArg>,
+    /// With --attribute: each package's idle power in watts, set apart before the
+    /// split and shared by CPU time over the package's capacity (default: none,
+    /// every joule is split as dynamic).
+    #[arg(long, value_name = "W", requires = "attribute")]
+    pub idle_watts: Option<f64>,
+}
+
+/// `run`'s attribution flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Also report the command's own share of the package energy (it and every
+    /// process it starts, in a cgroup quietwatt creates for it), beside the
+    /// machine's total. Needs root and a kernel with BTF.
+    #[arg(long)]
+    pub attribute: bool,
+    /// With --attribute: each package's idle power in watts, set apart before the
+    /// split (default: none, every joule is split as dynamic).
+    #[arg(long = "idle-watts", value_name = "W", requires = "attribute")]
+    pub idle_watts: Option<f64>,
+}
+
+fn idle(w: Option<f64>) -> Result<IdlePower, Failure> {
+    match w {
+        None => Ok(IdlePower::None),
+        Some(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => Ok(IdlePower::Configured(w)),
+        Some(w) => Err(Failure::usage(format!(
+            "--idle-watts {w}: give the package's idle power in watts, 0 to 10000"
+        ))),
+    }
+}
+
+fn open(
+    env: &Environment,
+    by: By,
+    idle: IdlePower,
+    out: Box<dyn std::io::Write + Send>,
+    format: LongFormat,
+) -> Result<Splitting, Failure> {
+    let sockets =
+        cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("--attribute: {e}")))?;
+    let tracker = Tracker::open().map_err(|e| {
+        Failure::usage(format!(
+            "--attribute: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with BTF, \
+             or leave out --attribute"
+        ))
+    })?;
+    let sink = AttributionSink::new(
+        out,
+        format,
+        by,
+        idle,
+        sockets,
+        Box::new(tracker),
+        Names::new(),
+    );
+    let totals = sink.totals();
+    Ok((Box::new(sink), totals))
+}
+
+/// `record`'s sink: the attribution's long format when `--attribute` is given,
+/// else the format's own.
+pub fn record_sink(
+    args: &RecordArgs,
+    env: &Environment,
+    file: OutputFile,
+    format: Format,
+) -> Result<(Box<dyn Sink>, Option<SharedTotals>), Failure> {
+    let Some(by) = args.attribute else {
+        return Ok((format.sink(file), None));
+    };
+    let long = match format {
+        Format::Csv => LongFormat::Csv,
+        Format::Jsonl => LongFormat::Jsonl,
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(Failure::usage(format!(
+                "--attribute writes csv or jsonl, not {other}: name the file .csv or .jsonl"
+            )))
+        }
+    };
+    let by = match by {
+        ByArg::Process => By::Process,
+        ByArg::Cgroup => By::Cgroup,
+    };
+    let (sink, totals) = open(env, by, idle(args.idle_watts)?, Box::new(file), long)?;
+    Ok((sink, Some(totals)))
+}
+
+fn j(uj: u64) -> f64 {
+    uj as f64 / 1e6
+}
+
+/// Prints the entities that used the most energy over a recording, on stderr.
+pub fn print_top(totals: &SharedTotals, n: usize) {
+    let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut names = Names::new();
+    let mut top: Vec<(&Entity, &quietwatt_attribution::EntityTotal)> = t.entities.iter().collect();
+    top.sort_by_key(|(_, e)| std::cmp::Reverse(e.total_uj()));
+    eprintln!();
+    eprintln!(
+        " Attributed {:.3} J of {:.3} J measured (package; {:.3} J unattributed: idle CPUs and nothing seen):",
+        j(t.accounted_uj() - t.unattributed.total_uj()),
+        j(t.energy_uj),
+        j(t.unattributed.total_uj())
+    );
+    eprintln!();
+    eprintln!(
+        "  {:>10}  {:<32} {:>12} {:>12} {:>12} {:>10}",
+        "id", "name", "joules", "dynamic", "idle share", "cpu (s)"
+    );
+    for (e, v) in top.iter().take(n) {
+        let (id, name) = match **e {
+            Entity::Process(p) => (p.to_string(), names.process(p).to_string()),
+            Entity::Cgroup(c) => (
+                c.to_string(),
+                names
+                    .cgroup(c)
+                    .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
+            ),
+        };
+        eprintln!(
+            "  {id:>10}  {name:<32} {:>12.6} {:>12.6} {:>12.6} {:>10.3}",
+            j(v.total_uj()),
+            j(v.dynamic_uj),
+            j(v.idle_uj),
+            v.cpu_ns as f64 / 1e9
+        );
+    }
+    if top.len() > n {
+        eprintln!("  ... and {} more", top.len() - n);
+    }
+    eprintln!();
+}
+
+/// `run --attribute`'s share and the sink the measurement writes to.
+pub type RunSplit = (Share, Box<dyn Sink>);
+
+/// `run --attribute`: the command's cgroup and the split of the measurement.
+pub struct Share {
+    cgroup: Option<OwnCgroup>,
+    pid_only: bool,
+    totals: SharedTotals,
+    idle: IdlePower,
+}
+
+/// Puts `cmd` in a cgroup of its own and opens the split; `None` without
+/// `--attribute`. Returns the sink the measurement writes to.
+pub fn run_share(
+    args: &RunArgs,
+    env: &Environment,
+    meter: &quietwatt::Meter,
+    rate: &quietwatt::Rate,
+    cmd: &mut std::process::Command,
+) -> Result<Option<RunSplit>, Failure> {
+    if !args.attribute {
+        return Ok(None);
+    }
+    let idle = idle(args.idle_watts)?;
+    let name = format!("quietwatt-run-{}", std::process::id());
+    let (cgroup, by) = match OwnCgroup::create(&name) {
+        Ok(cg) => {
+            cg.join_on_exec(cmd);
+            (Some(cg), By::Cgroup)
+        }
+        Err(e) => {
+            eprintln!(
+                "quietwatt: warning: --attribute: cannot create a cgroup for the command ({e}); \
+                 its share covers its own process only, not the processes it starts"
+            );
+            (None, By::Process)
+        }
+    };
+    let (mut sink, totals) = open(env, by, idle, Box::new(std::io::sink()), LongFormat::Csv)?;
+    let meta = quietwatt::Metadata::new(meter.mechanism().name(), rate, &env.root);
+    sink.begin(&meta, meter.channels())
+        .map_err(|e| Failure::usage(format!("--attribute: {e}")))?;
+    Ok(Some((
+        Share {
+            pid_only: cgroup.is_none(),
+            cgroup,
+            totals,
+            idle,
+        },
+        sink,
+    )))
+}
+
+impl Share {
+    /// The command's share: (its entity's totals, the machine's totals).
+    fn figures(&self, pid: u32) -> (quietwatt_attribution::EntityTotal, Totals) {
+        let t = self
+            .totals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let e = match &self.cgroup {
+            Some(cg) => Entity::Cgroup(cg.id()),
+            None => Entity::Process(pid),
+        };
+        (t.entities.get(&e).copied().unwrap_or_default(), t)
+    }
+
+    /// Prints the command's share on stderr.
+    pub fn print(&self, pid: u32, what: &str) {
+        let (c, t) = self.figures(pid);
+        let pct = if t.energy_uj > 0 {
+            100.0 * c.total_uj() as f64 / t.energy_uj as f64
+        } else {
+            0.0
+        };
+        eprintln!(
+            " Share of '{what}' ({}): {:.6} J of {:.6} J package energy ({pct:.1} %)",
+            if self.pid_only {
+                "its own process"
+            } else {
+                "its cgroup: it and every process it started"
+            },
+            j(c.total_uj()),
+            j(t.energy_uj)
+        );
+        eprintln!(
+            "   dynamic {:.6} J, idle share {:.6} J, CPU time {:.3} s; idle power: {}",
+            j(c.dynamic_uj),
+            j(c.idle_uj),
+            c.cpu_ns as f64 / 1e9,
+            self.idle.label()
+        );
+        eprintln!();
+    }
+
+    /// The command's share as JSON.
+    pub fn json(&self, pid: u32) -> serde_json::Value {
+        let (c, t) = self.figures(pid);
+        serde_json::json!({
+            "scope": if self.pid_only { "process" } else { "cgroup" },
+            "joules": j(c.total_uj()),
+            "dynamic_j": j(c.dynamic_uj),
+            "idle_j": j(c.idle_uj),
+            "cpu_s": c.cpu_ns as f64 / 1e9,
+            "package_j": j(t.energy_uj),
+            "idle_power": self.idle.label(),
+        })
+    }
+}
