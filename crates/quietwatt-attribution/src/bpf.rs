@@ -79,6 +79,13 @@ impl Tracker {
     /// with BTF), and makes every CPU switch once so that what runs on each is known
     /// from the start, even on a CPU that would not switch for a long time.
     pub fn open() -> Result<Tracker> {
+        Tracker::open_with(true)
+    }
+
+    /// [`Tracker::open`], with or without the kernel's BPF run-time statistics
+    /// (which cost two clock reads per run; without them [`Tracker::cost`] is
+    /// `None`).
+    pub fn open_with(stats: bool) -> Result<Tracker> {
         let ncpus =
             libbpf_rs::num_possible_cpus().map_err(|e| err("count the possible CPUs", e))?;
         let mut storage = MaybeUninit::uninit();
@@ -101,9 +108,13 @@ impl Tracker {
             )
         })?;
         // Run-time statistics (CAP_SYS_ADMIN): the program's own cost, reported.
-        // SAFETY: a plain syscall wrapper returning a new descriptor or -errno.
-        let stats = unsafe {
-            libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+        let stats = if stats {
+            // SAFETY: a plain syscall wrapper returning a new descriptor or -errno.
+            unsafe {
+                libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+            }
+        } else {
+            -1
         };
         // SAFETY: the kernel just returned this descriptor and nothing else owns it.
         let stats = (stats >= 0).then(|| unsafe { OwnedFd::from_raw_fd(stats) });

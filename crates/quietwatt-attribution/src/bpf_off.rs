@@ -32,6 +32,10 @@ impl Tracker {
     pub fn open() -> Result<Tracker> {
         Err(AttributionError::Unavailable)
     }
+    /// Always [`AttributionError::Unavailable`].
+    pub fn open_with(_stats: bool) -> Result<Tracker> {
+        Err(AttributionError::Unavailable)
+    }
     /// Nothing to drain.
     pub fn drain(&mut self, _timeline: &mut Timeline) {}
     /// 0.
