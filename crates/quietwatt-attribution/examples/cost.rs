@@ -6,7 +6,9 @@
 //! outliers out by IQR, one-sided Mann-Whitney U, Hodges-Lehmann shift with its
 //! 95 % interval).
 //!
-//! Run as root: `cargo run --release -p quietwatt-attribution --example cost [ROUNDS] [TRIPS] [nostats]`.
+//! Run as root: `cargo run --release -p quietwatt-attribution --example cost [ROUNDS] [TRIPS] [nostats]`;
+//! `cost workload TRIPS` runs the workload alone and prints its time as JSON
+//! (`{"solve_s": ...}`) for the overhead lab.
 
 use quietwatt_attribution::{Timeline, Tracker};
 use std::io::{Read, Write};
@@ -35,7 +37,14 @@ fn ping_pong(trips: u32) -> f64 {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    // `workload TRIPS`: only the workload, its time as the lab reads it (for
+    // `quietwatt bench overhead --command-workload`).
+    if args.peek().map(String::as_str) == Some("workload") {
+        let trips = args.nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+        println!("{{\"solve_s\": {:.6}}}", ping_pong(trips));
+        return;
+    }
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
     let trips: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
     // `nostats`: the slowdown without the kernel's run-time statistics, whose two
