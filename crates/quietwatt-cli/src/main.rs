@@ -79,6 +79,9 @@ enum Command {
     Trace(commands::trace::Args),
     /// Serve the energy counters to Prometheus (/metrics, text or OpenMetrics) until stopped.
     Serve(commands::serve::Args),
+    /// Processes or cgroups by watts, live (the package energy split at each context
+    /// switch; root and a kernel with BTF): p processes, c cgroups, q quit.
+    Top(commands::top::Args),
     /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
     Emulate(emulate_cmd::EmulateArgs),
 }
@@ -118,6 +121,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Trace(a) => commands::trace::run(a),
         Command::Model(a) => commands::model::run(&env, a),
         Command::Serve(a) => commands::serve::run(&env, a),
+        Command::Top(a) => commands::top::run(&env, a),
         Command::Emulate(_) => unreachable!("handled above"),
     }
 }

@@ -1,0 +1,324 @@
+//! `quietwatt top`: processes or cgroups by watts, live, like top or powertop.
+//!
+//! Each refresh reads the package energy, hands it as one sample to the
+//! attribution's sink (quietwatt-attribution: the sched_switch accounting splits
+//! it exactly), and shows what each entity drew since the previous refresh. Keys:
+//! `p` processes, `c` cgroups, `q` quits (Ctrl-C too).
+
+use super::attribute::ByArg;
+use crate::emulated::Environment;
+use crate::exit::{Failure, MEASUREMENT};
+use crate::signals::{install, STOP};
+use quietwatt::sink::{Sample, Sink};
+use quietwatt::units::Joules;
+use quietwatt::{Metadata, Meter, Rate};
+use quietwatt_attribution::{
+    cpu_sockets, AttributionSink, By, Entity, EntityTotal, IdlePower, LongFormat, Names, Totals,
+    Tracker,
+};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Arguments of `top`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to list first (`p` and `c` switch while it runs).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "process",
+        value_name = "process|cgroup"
+    )]
+    by: ByArg,
+    /// Seconds between refreshes.
+    #[arg(short = 'd', long, default_value_t = 1.0)]
+    interval: f64,
+    /// Stop after this many refreshes (default: until `q` or Ctrl-C).
+    #[arg(short = 'n', long)]
+    iterations: Option<u64>,
+    /// Rows shown.
+    #[arg(long, default_value_t = 15)]
+    limit: usize,
+    /// Each package's idle power in watts, set apart and shown on its own line
+    /// (default: none, every joule is split by CPU time).
+    #[arg(long, value_name = "W")]
+    idle_watts: Option<f64>,
+    /// Mechanism to read (default: the best that works here).
+    #[arg(short, long)]
+    mechanism: Option<quietwatt::Mechanism>,
+}
+
+/// The terminal in non-canonical mode without echo (keys arrive one by one),
+/// restored when dropped. Signals stay on: Ctrl-C still stops.
+struct RawTerminal(Option<libc::termios>);
+
+impl RawTerminal {
+    fn enter() -> RawTerminal {
+        // SAFETY: tcgetattr/tcsetattr on stdin with a termios we own; failure (not
+        // a terminal) leaves the terminal untouched.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return RawTerminal(None);
+            }
+            let old = t;
+            t.c_lflag &= !(libc::ICANON | libc::ECHO);
+            t.c_cc[libc::VMIN] = 0;
+            t.c_cc[libc::VTIME] = 0;
+            if libc::tcsetattr(0, libc::TCSANOW, &t) != 0 {
+                return RawTerminal(None);
+            }
+            RawTerminal(Some(old))
+        }
+    }
+
+    /// A key pressed within `wait`, if any.
+    fn key(&self, wait: Duration) -> Option<u8> {
+        self.0?;
+        let mut fds = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one pollfd that lives for the call; a one-byte read into a local.
+        unsafe {
+            if libc::poll(&mut fds, 1, ms) <= 0 {
+                return None;
+            }
+            let mut b = 0u8;
+            (libc::read(0, (&mut b as *mut u8).cast(), 1) == 1).then_some(b)
+        }
+    }
+}
+
+impl Drop for RawTerminal {
+    fn drop(&mut self) {
+        if let Some(old) = self.0 {
+            // SAFETY: restores the settings read in `enter`.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, &old);
+            }
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Totals>>;
+
+fn open_sink(
+    env: &Environment,
+    meter: &Meter,
+    by: By,
+    idle: IdlePower,
+    rate: &Rate,
+) -> Result<(AttributionSink<std::io::Sink>, Shared), Failure> {
+    let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("top: {e}")))?;
+    let tracker = Tracker::open().map_err(|e| {
+        Failure::usage(format!(
+            "top: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with BTF"
+        ))
+    })?;
+    let mut sink = AttributionSink::new(
+        std::io::sink(),
+        LongFormat::Csv,
+        by,
+        idle,
+        sockets,
+        Box::new(tracker),
+        Names::new(),
+    );
+    let meta = Metadata::new(meter.mechanism().name(), rate, &env.root);
+    sink.begin(&meta, meter.channels())
+        .map_err(|e| Failure::usage(format!("top: {e}")))?;
+    let totals = sink.totals();
+    Ok((sink, totals))
+}
+
+/// Runs the live view until `q`, Ctrl-C or `--iterations`.
+pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    if !(args.interval.is_finite() && (0.05..=3600.0).contains(&args.interval)) {
+        return Err(Failure::usage(format!(
+            "--interval {}: give seconds between 0.05 and 3600",
+            args.interval
+        )));
+    }
+    let idle = match args.idle_watts {
+        None => IdlePower::None,
+        Some(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => IdlePower::Configured(w),
+        Some(w) => {
+            return Err(Failure::usage(format!(
+                "--idle-watts {w}: give the package's idle power in watts, 0 to 10000"
+            )))
+        }
+    };
+    let source = quietwatt::source::open(
+        &env.root,
+        args.mechanism,
+        &super::selection(&Some("package,dram".into()))?,
+    )
+    .map_err(Failure::from)?;
+    let mut meter = Meter::new(source);
+    let mut by = match args.by {
+        ByArg::Process => By::Process,
+        ByArg::Cgroup => By::Cgroup,
+    };
+    let rate = Rate::Fixed(
+        quietwatt::Hertz::new(1.0 / args.interval).map_err(|e| Failure::usage(e.to_string()))?,
+    );
+    let (mut sink, mut totals) = open_sink(env, &meter, by, idle, &rate)?;
+    let mut joules = vec![Joules(0.0); meter.channels().len()];
+    let mut prev_t = meter
+        .sample_joules(&mut joules)
+        .map_err(|e| Failure::new(MEASUREMENT, format!("top: {e}")))?;
+    let mut prev: BTreeMap<Entity, EntityTotal> = BTreeMap::new();
+    let mut prev_energy = 0u64;
+    let mut names = Names::new();
+    install();
+    let term = RawTerminal::enter();
+    let period = Duration::from_secs_f64(args.interval);
+    let mut next = Instant::now() + period;
+    let mut shown = 0u64;
+    let mut out = std::io::stdout();
+    while !STOP.load(Ordering::Relaxed) {
+        // Wait for the refresh, answering keys meanwhile.
+        let mut switch = None;
+        let mut quit = false;
+        loop {
+            let left = next.saturating_duration_since(Instant::now());
+            if left.is_zero() || STOP.load(Ordering::Relaxed) {
+                break;
+            }
+            match term.key(left) {
+                Some(b'q') => {
+                    quit = true;
+                    break;
+                }
+                Some(b'p') => switch = Some(By::Process),
+                Some(b'c') => switch = Some(By::Cgroup),
+                Some(_) => {}
+                None if term.0.is_none() => std::thread::sleep(left),
+                None => {}
+            }
+        }
+        if quit {
+            break;
+        }
+        next += period;
+        let t = meter
+            .sample_joules(&mut joules)
+            .map_err(|e| Failure::new(MEASUREMENT, format!("top: {e}")))?;
+        let sample = Sample {
+            t_ns: t,
+            interval_ns: t.saturating_sub(prev_t),
+            missed: 0,
+            merged: 0,
+            freq_hz: 1.0 / args.interval,
+            marks: Default::default(),
+            energy: &joules,
+        };
+        prev_t = t;
+        sink.sample(&sample)
+            .map_err(|e| Failure::new(MEASUREMENT, format!("top: {e}")))?;
+        let now = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let secs = sample.interval_ns as f64 / 1e9;
+        let w = |uj: u64| {
+            if secs > 0.0 {
+                uj as f64 / 1e6 / secs
+            } else {
+                0.0
+            }
+        };
+        let mut rows: Vec<(Entity, u64, u64, u64)> = now
+            .entities
+            .iter()
+            .map(|(e, v)| {
+                let p = prev.get(e).copied().unwrap_or_default();
+                (
+                    *e,
+                    v.total_uj() - p.total_uj(),
+                    v.dynamic_uj - p.dynamic_uj,
+                    v.cpu_ns - p.cpu_ns,
+                )
+            })
+            .filter(|r| r.1 > 0 || r.3 > 0)
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse((r.1, r.3)));
+        let pkg = now.energy_uj - prev_energy;
+        let mut screen = String::new();
+        screen.push_str("\x1b[H\x1b[2J");
+        screen.push_str(&format!(
+            "quietwatt top - package {:.2} W{} - by {} - every {} s{}\r\np: processes  c: cgroups  q: quit\r\n\r\n",
+            w(pkg),
+            if env.is_emulated() { " (EMULATED)" } else { "" },
+            match by {
+                By::Process => "process",
+                By::Cgroup => "cgroup",
+            },
+            args.interval,
+            match idle {
+                IdlePower::None => String::new(),
+                IdlePower::Configured(i) => format!(", idle {i} W set apart"),
+            }
+        ));
+        screen.push_str(&format!(
+            "{:>10}  {:<36} {:>9} {:>9} {:>7}\r\n",
+            if by == By::Process { "PID" } else { "CGROUP" },
+            "NAME",
+            "WATTS",
+            "DYN W",
+            "CPU %"
+        ));
+        for (e, total, dynamic, cpu) in rows.iter().take(args.limit) {
+            let (id, name) = match *e {
+                Entity::Process(p) => (p.to_string(), names.process(p).to_string()),
+                Entity::Cgroup(c) => (
+                    c.to_string(),
+                    names
+                        .cgroup(c)
+                        .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
+                ),
+            };
+            let name: String = name.chars().take(36).collect();
+            screen.push_str(&format!(
+                "{id:>10}  {name:<36} {:>9.3} {:>9.3} {:>7.1}\r\n",
+                w(*total),
+                w(*dynamic),
+                if secs > 0.0 {
+                    *cpu as f64 / 1e7 / secs
+                } else {
+                    0.0
+                }
+            ));
+        }
+        screen.push_str(&format!(
+            "\r\n{:>10}  {:<36} {:>9.3}\r\n",
+            "",
+            "(idle CPUs, unseen)",
+            // Exact: the entities' and the unattributed parts add up to the package.
+            w(pkg.saturating_sub(rows.iter().map(|r| r.1).sum()))
+        ));
+        let _ = out.write_all(screen.as_bytes());
+        let _ = out.flush();
+        prev = now.entities.clone();
+        prev_energy = now.energy_uj;
+        shown += 1;
+        if args.iterations.is_some_and(|n| shown >= n) {
+            break;
+        }
+        if let Some(b) = switch.filter(|b| *b != by) {
+            by = b;
+            (sink, totals) = open_sink(env, &meter, by, idle, &rate)?;
+            prev.clear();
+            prev_energy = 0;
+            prev_t = meter
+                .sample_joules(&mut joules)
+                .map_err(|e| Failure::new(MEASUREMENT, format!("top: {e}")))?;
+        }
+    }
+    drop(term);
+    Ok(ExitCode::SUCCESS)
+}
