@@ -168,6 +168,46 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
     eprintln!();
 }
 
+/// The split's totals as JSON: the package energy, what was attributed and not,
+/// and the `n` entities that used the most.
+pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
+    let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut names = Names::new();
+    let mut top: Vec<(&Entity, &quietwatt_attribution::EntityTotal)> = t.entities.iter().collect();
+    top.sort_by_key(|(_, e)| std::cmp::Reverse(e.total_uj()));
+    let entities: Vec<serde_json::Value> = top
+        .iter()
+        .take(n)
+        .map(|(e, v)| {
+            let (kind, id, name) = match **e {
+                Entity::Process(p) => ("process", u64::from(p), names.process(p).to_string()),
+                Entity::Cgroup(c) => (
+                    "cgroup",
+                    c,
+                    names
+                        .cgroup(c)
+                        .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
+                ),
+            };
+            serde_json::json!({
+                "kind": kind, "id": id, "name": name,
+                "joules": j(v.total_uj()), "dynamic_j": j(v.dynamic_uj),
+                "idle_j": j(v.idle_uj), "cpu_s": v.cpu_ns as f64 / 1e9,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "package_j": j(t.energy_uj),
+        "idle_part_j": j(t.idle_uj),
+        "attributed_j": j(t.accounted_uj() - t.unattributed.total_uj()),
+        "unattributed_j": j(t.unattributed.total_uj()),
+        "dram_j": j(t.dram_uj),
+        "intervals": t.intervals,
+        "unbalanced_intervals": t.unbalanced,
+        "entities": entities,
+    })
+}
+
 /// `run --attribute`'s share and the sink the measurement writes to.
 pub type RunSplit = (Share, Box<dyn Sink>);
 

@@ -260,6 +260,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             v["kernel"] = serde_json::to_value(k).unwrap_or_default();
         }
         events.add_json(&mut v);
+        if let Some(t) = &attributed {
+            v["attribution"] = super::attribute::json_top(t, 10);
+        }
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         crate::commands::run::print_report(

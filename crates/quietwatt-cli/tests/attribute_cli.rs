@@ -1,0 +1,176 @@
+//! `record --attribute` and `run --attribute` from the command line, against the
+//! emulator's load-following package (10 W idle + 5 W per busy CPU of this
+//! machine). Need root (FUSE, BPF, cgroup v2) and a kernel with BTF; they fail
+//! loudly without them. Truths come from measured CPU time, never wall time.
+
+mod common;
+
+use quietwatt::Domain;
+use quietwatt_emulator::{EmulatorConfig, LoadFollowing};
+use std::collections::BTreeMap;
+
+fn follow() -> common::Mounted {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
+    config.power.follow = Some(LoadFollowing::new(10.0, 5.0));
+    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
+    common::mount(config)
+}
+
+fn uj(s: &str) -> i128 {
+    let (w, f) = s.split_once('.').unwrap();
+    i128::from(w.parse::<i64>().unwrap()) * 1_000_000 + i128::from(f.parse::<i64>().unwrap())
+}
+
+#[test]
+fn record_attribute_conserves_every_row_and_adds_up_to_the_recorded_energy() {
+    let m = follow();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("split.csv");
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "record",
+            "--attribute",
+            "cgroup",
+            "--idle-watts",
+            "10",
+            "-o",
+            out.to_str().unwrap(),
+            "--duration",
+            "1",
+            "-f",
+            "200",
+            "--json",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "record --attribute failed (it needs root and a kernel with BTF):\n{}",
+        common::stderr(&o)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("# attribution: cgroup"));
+    assert!(text.contains("# idle_power: configured: 10 W per package"));
+    let mut rows: BTreeMap<u64, (i128, Option<i128>)> = BTreeMap::new();
+    let mut header = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        if header.is_none() {
+            header = Some(line.to_string());
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').collect();
+        let e = rows.entry(f[0].parse().unwrap()).or_insert((0, None));
+        match f[3] {
+            "total" => e.1 = Some(uj(f[6])),
+            "cgroup" | "unattributed" => e.0 += uj(f[6]),
+            "dram" => {}
+            k => panic!("unknown kind {k}"),
+        }
+        // joules = dynamic_j + idle_j on every row.
+        assert_eq!(uj(f[6]), uj(f[7]) + uj(f[8]), "{line}");
+    }
+    assert_eq!(
+        header.as_deref(),
+        Some("t_ns,interval_ns,package,kind,id,name,joules,dynamic_j,idle_j,cpu_ns")
+    );
+    assert!(rows.len() > 100, "{} samples", rows.len());
+    let mut total = 0;
+    for (t, (parts, whole)) in &rows {
+        assert_eq!(
+            Some(*parts),
+            *whole,
+            "sample {t}: parts against the measured total"
+        );
+        total += whole.unwrap();
+    }
+    // The total rows add up to the recording's package energy (its own report), to
+    // the rounding of each sample's running total (1 µJ); and to what the emulator
+    // served from the recording's first read to its last, which the report is
+    // checked against elsewhere (the served figure also counts the probe reads made
+    // before the BPF program loaded, so only an upper bound here).
+    let v: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let report = v["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == "package")
+        .and_then(|d| d["energy_j"].as_f64())
+        .unwrap();
+    let report = (report * 1e6).round() as i128;
+    let a = &v["attribution"];
+    assert_eq!(a["unbalanced_intervals"], 0, "{a}");
+    assert_eq!(
+        (a["package_j"].as_f64().unwrap() * 1e6).round() as i128,
+        total,
+        "{a}"
+    );
+    assert!(
+        (total - report).abs() <= 1,
+        "rows {total} µJ against the report's {report} µJ"
+    );
+    let served = (m.served_powercap(0, Domain::Package) * 1e6).round() as i128;
+    assert!(
+        total <= served,
+        "rows {total} µJ above the {served} µJ served"
+    );
+}
+
+#[test]
+fn run_attribute_charges_a_busy_command_its_cpu_time() {
+    let m = follow();
+    // The command prints its own CPU time (ns) at its end.
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "run",
+            "--attribute",
+            "--idle-watts",
+            "10",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; cat /proc/$$/schedstat",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "run --attribute failed (it needs root, cgroup v2 and a kernel with BTF):\n{}",
+        common::stderr(&o)
+    );
+    let out = common::stdout(&o);
+    let mut lines = out.lines();
+    let cpu_ns: f64 = lines
+        .next()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .expect("the command's schedstat");
+    let v: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let share = &v["share"];
+    assert_eq!(share["scope"], "cgroup", "{v}");
+    let dynamic = share["dynamic_j"].as_f64().unwrap();
+    let truth = 5.0 * cpu_ns / 1e9;
+    // The shell's own CPU time is the truth; `cat` and the shell's start add a few
+    // ms of CPU in the same cgroup (counted, and not in the truth), and the
+    // emulator's 10 ms busy quanta per CPU at either end: 2 × CPUs × 10 ms × 5 W.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let tol = 2.0 * cpus * 0.010 * 5.0 + 0.10 * truth;
+    eprintln!("share: dynamic {dynamic:.4} J, truth {truth:.4} J ({cpu_ns} ns), tolerance {tol:.3} J; {share}");
+    assert!(
+        (dynamic - truth).abs() <= tol,
+        "{dynamic} J against {truth} J"
+    );
+    assert!(share["joules"].as_f64().unwrap() <= share["package_j"].as_f64().unwrap());
+    // The cgroup quietwatt made for the command is gone.
+    let v2 = quietwatt_attribution::names::cgroup2_mount().unwrap();
+    let left: Vec<_> = std::fs::read_dir(v2)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("quietwatt-run-")
+        })
+        .collect();
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+}
