@@ -19,11 +19,11 @@ quietwatt_sys::bpf_skeleton!("attribution");
 
 use skel::AttributionSkelBuilder;
 
-/// The ring's size: 8 MiB hold 209 715 slices of 32 bytes (+8 of header), two
+/// The ring's size: 8 MiB hold 149 796 slices of 48 bytes (+8 of header), 1.5
 /// seconds of 100 000 context switches a second.
 pub const RING_BYTES: usize = 8 << 20;
 /// `struct qw_slice`.
-const SLICE_BYTES: usize = 32;
+const SLICE_BYTES: usize = 48;
 /// `struct qw_running`.
 const RUNNING_BYTES: usize = 32;
 
@@ -268,6 +268,7 @@ fn parse_slice(rec: &[u8]) -> Option<Slice> {
         cgid: u64_at(16)?,
         tgid: u32_at(24)?,
         cpu: u32_at(28)?,
+        comm: rec.get(32..48)?.try_into().ok()?,
     })
 }
 

@@ -117,10 +117,18 @@ impl Names {
 
     /// A process's command name (`comm`), or `?` once it is gone.
     pub fn process(&mut self, tgid: u32) -> &str {
+        self.process_or(tgid, None)
+    }
+
+    /// A process's command name (`comm`) while it lives, else `seen` (the name
+    /// the accounting saw, [`crate::Timeline::comm`]), else `?`.
+    pub fn process_or(&mut self, tgid: u32, seen: Option<&str>) -> &str {
         self.processes.entry(tgid).or_insert_with(|| {
             std::fs::read_to_string(format!("/proc/{tgid}/comm"))
                 .map(|s| s.trim_end().to_string())
-                .unwrap_or_else(|_| "?".to_string())
+                .ok()
+                .or_else(|| seen.map(str::to_string))
+                .unwrap_or_else(|| "?".to_string())
         })
     }
 

@@ -233,7 +233,10 @@ impl<W: Write + Send> AttributionSink<W> {
 
     fn name_of(&mut self, e: Entity) -> String {
         match e {
-            Entity::Process(tgid) => self.names.process(tgid).to_string(),
+            Entity::Process(tgid) => self
+                .names
+                .process_or(tgid, self.timeline.comm(tgid))
+                .to_string(),
             Entity::Cgroup(id) => self
                 .names
                 .cgroup(id)

@@ -41,6 +41,8 @@ pub struct Slice {
     pub tgid: u32,
     /// The CPU.
     pub cpu: u32,
+    /// The thread's name (`comm`), NUL-padded.
+    pub comm: [u8; 16],
 }
 
 impl Slice {
@@ -98,6 +100,8 @@ impl Usage {
 #[derive(Debug, Default, Clone)]
 pub struct Timeline {
     lines: Vec<Line>,
+    /// The name of each process's latest slice seen (a thread's `comm`).
+    comms: HashMap<u32, [u8; 16]>,
 }
 
 fn overlap(a0: u64, a1: u64, b0: u64, b1: u64) -> u64 {
@@ -120,6 +124,17 @@ impl Timeline {
 
     /// Adds a closed slice (slices of a CPU arrive in time order).
     pub fn push(&mut self, s: Slice) {
+        // The latest name: a process's first slices may carry its parent's name,
+        // from before its exec.
+        if s.comm[0] != 0 {
+            match self.comms.get_mut(&s.tgid) {
+                Some(c) if *c == s.comm => {}
+                Some(c) => *c = s.comm,
+                None => {
+                    self.comms.insert(s.tgid, s.comm);
+                }
+            }
+        }
         let line = self.line(s.cpu);
         line.known_until = line.known_until.max(s.end_ns);
         line.closed.push_back(s);
@@ -159,6 +174,7 @@ impl Timeline {
                     cgid,
                     tgid,
                     cpu: cpu as u32,
+                    comm: [0; 16],
                 };
                 match s.entity(by) {
                     Some(e) => *u.by_entity.entry(e).or_insert(0) += ns,
@@ -192,6 +208,14 @@ impl Timeline {
         }
     }
 
+    /// The name the accounting saw for process `tgid` (its latest slice's thread
+    /// name), if any: a name for a process that has already exited.
+    pub fn comm(&self, tgid: u32) -> Option<&str> {
+        let c = self.comms.get(&tgid)?;
+        let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+        std::str::from_utf8(&c[..end]).ok()
+    }
+
     /// Closed slices held.
     pub fn held(&self) -> usize {
         self.lines.iter().map(|l| l.closed.len()).sum()
@@ -203,12 +227,15 @@ mod tests {
     use super::*;
 
     fn slice(cpu: u32, start_ns: u64, end_ns: u64, tgid: u32, cgid: u64) -> Slice {
+        let mut comm = [0; 16];
+        comm[..4].copy_from_slice(b"test");
         Slice {
             start_ns,
             end_ns,
             cgid,
             tgid,
             cpu,
+            comm,
         }
     }
 
@@ -248,6 +275,8 @@ mod tests {
         assert_eq!(u[0].by_entity[&Entity::Cgroup(200)], 120);
         t.forget_before(60);
         assert_eq!(t.held(), 1);
+        assert_eq!(t.comm(7), Some("test"));
+        assert_eq!(t.comm(9), None);
     }
 
     #[test]

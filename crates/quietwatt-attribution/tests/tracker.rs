@@ -48,6 +48,11 @@ fn the_accounting_sees_a_busy_process_cpu_time() {
         tracker.cost()
     );
     assert!(tracker.slices() > 0);
+    // The child has exited: /proc has no name for it, the accounting does.
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    assert_eq!(timeline.comm(pid), Some("sh"));
+    let mut names = quietwatt_attribution::Names::under(None);
+    assert_eq!(names.process_or(pid, timeline.comm(pid)), "sh");
     // The last schedstat read came before the child's last slice.
     assert!(
         seen + 2_000_000 >= cpu_ns,

@@ -4,7 +4,7 @@
 // at context-switch granularity, for splitting each energy sample among what ran.
 //
 // On every sched_switch the slice that ends (the task leaving ran on this CPU
-// since the previous switch) goes to user space as one 32-byte record in a BPF
+// since the previous switch) goes to user space as one 48-byte record in a BPF
 // ring buffer: start, end, the leaving task's process (tgid) and cgroup v2 id.
 // The task arriving is written into a per-CPU slot (a BPF_F_MMAPABLE array user
 // space reads with plain loads) with the slice's start, so that user space knows
@@ -45,13 +45,15 @@ struct task_struct {
 
 // One slice: `tgid` (0: the idle task) ran on `cpu` from `start_ns` to `end_ns`
 // (bpf_ktime_get_ns, CLOCK_MONOTONIC), in cgroup `cgid` (its v2 id, the inode of
-// its directory).
+// its directory); `comm` is the thread's name, so that a process that has exited
+// by the time user space names it still has one.
 struct qw_slice {
 	__u64 start_ns;
 	__u64 end_ns;
 	__u64 cgid;
 	__u32 tgid;
 	__u32 cpu;
+	char comm[16];
 };
 
 // What runs on a CPU now, since `start_ns` (0: not known yet). `seq` is odd while
@@ -106,6 +108,7 @@ int qw_attr_switch(__u64 *ctx)
 			s->cgid = bpf_get_current_cgroup_id();
 			s->tgid = bpf_get_current_pid_tgid() >> 32;
 			s->cpu = cpu;
+			bpf_get_current_comm(s->comm, sizeof(s->comm));
 			// Submitted before the slot changes: a reader that saw the new slot
 			// finds this record in the ring.
 			bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
