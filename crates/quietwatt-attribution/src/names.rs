@@ -123,6 +123,11 @@ impl Names {
     /// A process's command name (`comm`) while it lives, else `seen` (the name
     /// the accounting saw, [`crate::Timeline::comm`]), else `?`.
     pub fn process_or(&mut self, tgid: u32, seen: Option<&str>) -> &str {
+        if self.processes.len() >= crate::timeline::MAX_NAMES && !self.processes.contains_key(&tgid)
+        {
+            // Bounded: process ids are reused; an old name is worth less than memory.
+            self.processes.clear();
+        }
         self.processes.entry(tgid).or_insert_with(|| {
             std::fs::read_to_string(format!("/proc/{tgid}/comm"))
                 .map(|s| s.trim_end().to_string())

@@ -37,11 +37,18 @@ pub trait SliceSource: Send {
     /// Sets what runs on each CPU now, then adds the closed slices since the last
     /// call (see [`crate::Tracker::drain`]).
     fn drain(&mut self, timeline: &mut Timeline);
+    /// Slices lost before they reached user space (their time is unseen).
+    fn dropped(&self) -> u64 {
+        0
+    }
 }
 
 impl SliceSource for crate::Tracker {
     fn drain(&mut self, timeline: &mut Timeline) {
         crate::Tracker::drain(self, timeline);
+    }
+    fn dropped(&self) -> u64 {
+        crate::Tracker::dropped(self)
     }
 }
 
@@ -90,6 +97,9 @@ pub struct Totals {
     /// Intervals whose parts did not add up to the measured energy: always 0 (the
     /// split is exact); counted so that a test can say so of a real recording.
     pub unbalanced: u64,
+    /// Slices the kernel could not hand over (a full ring), known at the end: their
+    /// CPU time went unattributed.
+    pub dropped_slices: u64,
 }
 
 impl Totals {
@@ -420,5 +430,179 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        let dropped = self.source.dropped();
+        self.totals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dropped_slices = dropped;
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::{Running, Slice};
+    use quietwatt::counter::Wrap;
+    use quietwatt::domain::DomainId;
+    use quietwatt::sink::ClockAnchor;
+    use quietwatt::units::{EnergyUnit, Joules};
+    use std::sync::Arc;
+
+    /// Above any pid_max (2^22): no live process has it, so its name is the one
+    /// the accounting saw.
+    const GONE: u32 = 4_000_000_000;
+
+    /// Slices a test scripts: process GONE runs on CPU 0 throughout, CPU 1 idles.
+    struct Scripted {
+        given: bool,
+    }
+
+    impl SliceSource for Scripted {
+        fn drain(&mut self, t: &mut Timeline) {
+            if !self.given {
+                self.given = true;
+                let comm = *b"busy\0\0\0\0\0\0\0\0\0\0\0\0";
+                t.push(Slice {
+                    start_ns: 0,
+                    end_ns: 1_000,
+                    cgid: 1,
+                    tgid: GONE,
+                    cpu: 0,
+                    comm,
+                });
+                t.set_running(
+                    0,
+                    Running {
+                        start_ns: 1_000,
+                        cgid: 1,
+                        tgid: GONE,
+                    },
+                );
+                t.push(Slice {
+                    start_ns: 0,
+                    end_ns: 1_000,
+                    cgid: 1,
+                    tgid: 0,
+                    cpu: 1,
+                    comm,
+                });
+                t.set_running(
+                    1,
+                    Running {
+                        start_ns: 1_000,
+                        cgid: 1,
+                        tgid: 0,
+                    },
+                );
+            }
+        }
+        fn dropped(&self) -> u64 {
+            5
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn channel(domain: Domain) -> Channel {
+        Channel {
+            id: DomainId::new(0, domain),
+            unit: EnergyUnit::Microjoule,
+            wrap: Wrap::PERF,
+            origin: "/test".into(),
+            limit: None,
+        }
+    }
+
+    /// One busy CPU of two at 15 W with 10 W idle: the busy process gets the 5 W
+    /// dynamic part and half the idle part; the rows add up; DRAM is not split; the
+    /// kernel's lost slices reach the totals at the end.
+    #[test]
+    fn rows_split_and_conserve_a_scripted_interval() {
+        let buf = Buf::default();
+        let mut sink = AttributionSink::new(
+            buf.clone(),
+            LongFormat::Csv,
+            By::Process,
+            IdlePower::Configured(10.0),
+            vec![Some(0), Some(0)],
+            Box::new(Scripted { given: false }),
+            Names::under(None),
+        );
+        let meta = Metadata {
+            fields: vec![
+                ("tool".into(), "test".into()),
+                ("units".into(), "old".into()),
+            ],
+            anchor: ClockAnchor {
+                unix_ns: 0,
+                monotonic_ns: 0,
+            },
+        };
+        sink.begin(&meta, &[channel(Domain::Package), channel(Domain::Dram)])
+            .unwrap();
+        for i in 1..=3u64 {
+            let energy = [Joules(0.015), Joules(0.004)];
+            sink.sample(&Sample {
+                t_ns: 1_000 + i * 1_000_000,
+                interval_ns: 1_000_000,
+                missed: 0,
+                merged: 0,
+                freq_hz: 1000.0,
+                marks: Default::default(),
+                energy: &energy,
+            })
+            .unwrap();
+        }
+        sink.finish().unwrap();
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("# idle_power: configured: 10 W per package"));
+        assert!(
+            !text.contains("# units: old"),
+            "the energy rows' notes are replaced"
+        );
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            rows[0],
+            "t_ns,interval_ns,package,kind,id,name,joules,dynamic_j,idle_j,cpu_ns"
+        );
+        assert_eq!(
+            rows[1],
+            "1001000,1000000,0,process,4000000000,busy,0.010000,0.005000,0.005000,1000000"
+        );
+        assert_eq!(
+            rows[2],
+            "1001000,1000000,0,unattributed,,,0.005000,0.000000,0.005000,1000000"
+        );
+        assert_eq!(
+            rows[3],
+            "1001000,1000000,0,total,,,0.015000,0.005000,0.010000,2000000"
+        );
+        assert_eq!(
+            rows[4],
+            "1001000,1000000,0,dram,,,0.004000,0.004000,0.000000,0"
+        );
+        assert_eq!(rows.len(), 1 + 3 * 4);
+        let t = sink.totals().lock().unwrap().clone();
+        assert_eq!(
+            (t.energy_uj, t.accounted_uj(), t.dram_uj),
+            (45_000, 45_000, 12_000)
+        );
+        assert_eq!(t.entities[&Entity::Process(GONE)].total_uj(), 30_000);
+        assert_eq!(t.dropped_slices, 5);
     }
 }

@@ -9,6 +9,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
+/// The most process names a timeline keeps.
+pub const MAX_NAMES: usize = 1 << 16;
+
 /// A process or a cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Entity {
@@ -127,6 +130,11 @@ impl Timeline {
         // The latest name: a process's first slices may carry its parent's name,
         // from before its exec.
         if s.comm[0] != 0 {
+            if self.comms.len() >= MAX_NAMES && !self.comms.contains_key(&s.tgid) {
+                // Bounded: a long run over many short-lived processes starts over
+                // (names then come from /proc while the processes live).
+                self.comms.clear();
+            }
             match self.comms.get_mut(&s.tgid) {
                 Some(c) if *c == s.comm => {}
                 Some(c) => *c = s.comm,

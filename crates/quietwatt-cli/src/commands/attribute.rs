@@ -129,6 +129,7 @@ fn j(uj: u64) -> f64 {
 /// Prints the entities that used the most energy over a recording, on stderr.
 pub fn print_top(totals: &SharedTotals, n: usize) {
     let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    warn_dropped(&t);
     let mut names = Names::new();
     let mut top: Vec<(&Entity, &quietwatt_attribution::EntityTotal)> = t.entities.iter().collect();
     top.sort_by_key(|(_, e)| std::cmp::Reverse(e.total_uj()));
@@ -168,6 +169,16 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
     eprintln!();
 }
 
+fn warn_dropped(t: &Totals) {
+    if t.dropped_slices > 0 {
+        eprintln!(
+            "quietwatt: warning: --attribute: {} CPU slices were lost in the kernel (its ring \
+             was full): their time and energy are in `unattributed`",
+            t.dropped_slices
+        );
+    }
+}
+
 /// The split's totals as JSON: the package energy, what was attributed and not,
 /// and the `n` entities that used the most.
 pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
@@ -204,6 +215,7 @@ pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
         "dram_j": j(t.dram_uj),
         "intervals": t.intervals,
         "unbalanced_intervals": t.unbalanced,
+        "dropped_slices": t.dropped_slices,
         "entities": entities,
     })
 }
@@ -279,6 +291,7 @@ impl Share {
     /// Prints the command's share on stderr.
     pub fn print(&self, pid: u32, what: &str) {
         let (c, t) = self.figures(pid);
+        warn_dropped(&t);
         let pct = if t.energy_uj > 0 {
             100.0 * c.total_uj() as f64 / t.energy_uj as f64
         } else {
