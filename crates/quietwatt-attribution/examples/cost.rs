@@ -53,6 +53,7 @@ fn main() {
     ping_pong(trips); // warm-up
     let (mut on, mut off) = (Vec::new(), Vec::new());
     let (mut runs, mut run_ns, mut slices, mut drain_ns) = (0u64, 0u64, 0u64, 0u128);
+    let mut dropped = 0u64;
     for r in 0..rounds {
         // Alternate the order so that drift in the machine's load hits both alike.
         for attached in if r % 2 == 0 {
@@ -81,6 +82,7 @@ fn main() {
             tracker.drain(&mut timeline);
             drain_ns += t.elapsed().as_nanos();
             slices += tracker.slices();
+            dropped += tracker.dropped();
         }
     }
     let c = quietwatt::stats::compare(&on, &off);
@@ -111,7 +113,7 @@ fn main() {
     }
     if slices > 0 {
         println!(
-            "user space: {slices} slices drained, {:.1} ns per slice (ring read into the timeline)",
+            "user space: {slices} slices drained, {:.1} ns per slice (ring read into the timeline), {dropped} lost",
             drain_ns as f64 / slices as f64
         );
     }

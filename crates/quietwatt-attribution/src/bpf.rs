@@ -19,9 +19,12 @@ quietwatt_sys::bpf_skeleton!("attribution");
 
 use skel::AttributionSkelBuilder;
 
-/// The ring's size: 8 MiB hold 149 796 slices of 48 bytes (+8 of header), 1.5
-/// seconds of 100 000 context switches a second.
-pub const RING_BYTES: usize = 8 << 20;
+/// The ring's size per possible CPU: 2 MiB hold 37 449 slices of 48 bytes (+8 of
+/// header), half a second (the writer's default flush period, when the ring is
+/// drained) of 75 000 context switches a second on that CPU.
+pub const RING_BYTES_PER_CPU: usize = 2 << 20;
+/// The ring's smallest and largest size (a power of two in between).
+pub const RING_BYTES_RANGE: (usize, usize) = (8 << 20, 256 << 20);
 /// `struct qw_slice`.
 const SLICE_BYTES: usize = 48;
 /// `struct qw_running`.
@@ -96,9 +99,12 @@ impl Tracker {
             .running
             .set_max_entries(ncpus as u32)
             .map_err(|e| err("size the per-CPU slots", e))?;
+        let ring_bytes = (ncpus * RING_BYTES_PER_CPU)
+            .next_power_of_two()
+            .clamp(RING_BYTES_RANGE.0, RING_BYTES_RANGE.1);
         open.maps
             .slices
-            .set_max_entries(RING_BYTES as u32)
+            .set_max_entries(ring_bytes as u32)
             .map_err(|e| err("size the ring", e))?;
         let skel = open.load().map_err(|e| {
             err(
@@ -135,8 +141,8 @@ impl Tracker {
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| err("duplicate the ring's descriptor", e))?;
-        let ring = BpfRing::new(ring_fd.as_fd(), RING_BYTES)
-            .map_err(|e| err(&format!("map the {RING_BYTES}-byte ring"), e))?;
+        let ring = BpfRing::new(ring_fd.as_fd(), ring_bytes)
+            .map_err(|e| err(&format!("map the {ring_bytes}-byte ring"), e))?;
         let running_fd = skel
             .maps
             .running
