@@ -4,7 +4,8 @@
 //! of the interval (whole µJ), `dt` its length and `n` the package's CPUs:
 //!
 //! - **idle part** `I = min(E, P_idle × dt)`, with `P_idle` the package's idle
-//!   power as configured ([`IdlePower`]; labelled in the output); 0 without one.
+//!   power as configured, or fitted ([`IdlePower`]; labelled in the output); 0
+//!   without one.
 //! - **dynamic part** `D = E − I`, split among the entities that ran on the
 //!   package's CPUs in the interval in proportion to their CPU time. If nothing
 //!   but the idle task ran, `D` stays unattributed.
@@ -25,13 +26,59 @@ pub enum IdlePower {
     None,
     /// Configured by the user, watts per package.
     Configured(f64),
+    /// Fitted: the intercept of a least-squares line of the package's power on its
+    /// number of busy CPUs (CPU time over the interval), over the intervals so far.
+    /// Each interval uses the fit of the intervals before it (none until
+    /// [`FIT_MIN_INTERVALS`] intervals with a spread of load: then no idle part).
+    Fitted,
+}
+
+/// Intervals a fitted idle power needs before it is used.
+pub const FIT_MIN_INTERVALS: u64 = 20;
+/// The least variance of the busy-CPU count over those intervals for a fit: a load
+/// that never changes says nothing about the intercept.
+pub const FIT_MIN_VARIANCE: f64 = 0.01;
+
+/// Running sums of a least-squares line y = a + b x.
+#[derive(Debug, Default, Clone, Copy)]
+struct Line {
+    n: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    sxy: f64,
+}
+
+impl Line {
+    fn add(&mut self, x: f64, y: f64) {
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+        self.sxx += x * x;
+        self.sxy += x * y;
+    }
+
+    /// (intercept, slope), when there are enough points with a spread of x.
+    fn fit(&self) -> Option<(f64, f64)> {
+        if self.n < FIT_MIN_INTERVALS as f64 {
+            return None;
+        }
+        let mx = self.sx / self.n;
+        let var = self.sxx / self.n - mx * mx;
+        if var.is_nan() || var < FIT_MIN_VARIANCE {
+            return None;
+        }
+        let b = (self.sxy / self.n - mx * self.sy / self.n) / var;
+        let a = self.sy / self.n - b * mx;
+        (a.is_finite() && b.is_finite()).then_some((a, b))
+    }
 }
 
 impl IdlePower {
     /// µW, or 0 without a model.
     pub fn microwatts(self) -> u64 {
         match self {
-            IdlePower::None => 0,
+            IdlePower::None | IdlePower::Fitted => 0,
             IdlePower::Configured(w) if w.is_finite() && w > 0.0 => (w * 1e6).round() as u64,
             IdlePower::Configured(_) => 0,
         }
@@ -42,6 +89,9 @@ impl IdlePower {
         match self {
             IdlePower::None => "none (every joule is dynamic)".to_string(),
             IdlePower::Configured(w) => format!("configured: {w} W per package"),
+            IdlePower::Fitted => "fitted: the intercept of a least-squares line of each package's \
+                power on its busy CPUs, each interval using the intervals before it"
+                .to_string(),
         }
     }
 }
@@ -87,6 +137,8 @@ impl Split {
 #[derive(Debug, Default)]
 pub struct Model {
     idle_uw: u64,
+    /// Power on busy CPUs, when the idle power is fitted.
+    fit: Option<Line>,
     splitter: Splitter,
     weights: Vec<u64>,
     out: Vec<u64>,
@@ -97,8 +149,16 @@ impl Model {
     pub fn new(idle: IdlePower) -> Model {
         Model {
             idle_uw: idle.microwatts(),
+            fit: (idle == IdlePower::Fitted).then(Line::default),
             ..Model::default()
         }
+    }
+
+    /// The fitted idle power so far, watts, with the intervals it rests on (`None`
+    /// unless fitted, and until there is a fit).
+    pub fn fitted_idle(&self) -> Option<(f64, u64)> {
+        let l = self.fit?;
+        l.fit().map(|(a, _)| (a, l.n as u64))
     }
 
     /// Splits `energy_uj` measured over `dt_ns` on a package of `cpus` CPUs among
@@ -113,6 +173,20 @@ impl Model {
         split: &mut Split,
     ) {
         let n = cpu_ns.len();
+        if let Some(line) = &mut self.fit {
+            // The fit of the intervals before this one: this one's energy does not
+            // set its own idle part.
+            self.idle_uw = line
+                .fit()
+                .map_or(0, |(a, _)| (a.max(0.0) * 1e6).round() as u64);
+            if dt_ns > 0 {
+                let busy: u128 = cpu_ns.iter().map(|&c| u128::from(c)).sum();
+                line.add(
+                    busy as f64 / dt_ns as f64,
+                    energy_uj as f64 * 1e3 / dt_ns as f64,
+                );
+            }
+        }
         let idle_wanted = u128::from(self.idle_uw) * u128::from(dt_ns) / 1_000_000_000;
         let idle_uj = u64::try_from(idle_wanted)
             .unwrap_or(u64::MAX)
@@ -181,6 +255,37 @@ mod tests {
         // Nothing ran: the dynamic part is unattributed.
         m.split(15_000, 1_000_000, 2, &[], &mut s);
         assert_eq!(s.unattributed.total_uj(), 15_000);
+    }
+
+    /// Power = 10 W + 5 W per busy CPU: the fit finds 10 W once the load has
+    /// varied, and the intervals after it set 10 W apart; conservation holds
+    /// throughout, before the fit too.
+    #[test]
+    fn a_fitted_idle_power_is_the_intercept_of_power_on_busy_cpus() {
+        let mut m = Model::new(IdlePower::Fitted);
+        let mut s = Split::default();
+        let mut rng = XorShift::new(7);
+        for i in 0..200u64 {
+            let dt = 1_000_000;
+            let busy = [rng.next_u64() % (dt + 1), rng.next_u64() % (dt + 1)];
+            let e = 10_000 + 5 * (busy[0] + busy[1]) / 1000;
+            m.split(e, dt, 2, &busy, &mut s);
+            assert_eq!(s.accounted_uj(), e);
+            if i < FIT_MIN_INTERVALS {
+                assert_eq!(s.idle_uj, 0, "no idle part before the fit");
+            }
+        }
+        let (w, n) = m.fitted_idle().unwrap();
+        assert!((w - 10.0).abs() < 0.01, "fitted {w} W");
+        assert_eq!(n, 200);
+        assert!((s.idle_uj as i64 - 10_000).abs() <= 10, "{}", s.idle_uj);
+        // A load that never changes: no fit, no idle part.
+        let mut flat = Model::new(IdlePower::Fitted);
+        for _ in 0..100 {
+            flat.split(20_000, 1_000_000, 2, &[1_000_000, 1_000_000], &mut s);
+        }
+        assert!(flat.fitted_idle().is_none());
+        assert_eq!(s.idle_uj, 0);
     }
 
     /// Conservation on every row of random intervals: entities + unattributed ==

@@ -100,6 +100,9 @@ pub struct Totals {
     /// Slices the kernel could not hand over (a full ring), known at the end: their
     /// CPU time went unattributed.
     pub dropped_slices: u64,
+    /// With a fitted idle power, each package's at the end: (socket, watts, the
+    /// intervals it rests on); empty otherwise or without a fit.
+    pub fitted_idle: Vec<(u32, f64, u64)>,
 }
 
 impl Totals {
@@ -121,7 +124,8 @@ pub struct AttributionSink<W: Write + Send> {
     idle: IdlePower,
     source: Box<dyn SliceSource>,
     timeline: Timeline,
-    model: Model,
+    /// One per package: a fitted idle power is each package's own.
+    models: Vec<Model>,
     names: Names,
     /// The package of each CPU, as a socket number (index: CPU).
     cpu_socket: Vec<Option<u32>>,
@@ -160,7 +164,7 @@ impl<W: Write + Send> AttributionSink<W> {
             idle,
             source,
             timeline: Timeline::new(),
-            model: Model::new(idle),
+            models: Vec::new(),
             names,
             cpu_socket,
             packages: Vec::new(),
@@ -287,6 +291,7 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
             .iter()
             .map(|so| so.and_then(|so| sockets.iter().position(|&p| p == so)))
             .collect();
+        self.models = sockets.iter().map(|_| Model::new(self.idle)).collect();
         self.cum = vec![(0.0, 0); channels.len()];
         self.usage = vec![Usage::default(); self.packages.len()];
         let by = match self.by {
@@ -357,8 +362,7 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
             self.weights.clear();
             self.weights.extend(self.order.iter().map(|(_, ns)| *ns));
             let mut split = std::mem::take(&mut self.split);
-            self.model
-                .split(e, s.interval_ns, self.cpus[p], &self.weights, &mut split);
+            self.models[p].split(e, s.interval_ns, self.cpus[p], &self.weights, &mut split);
             {
                 let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
                 t.intervals += 1;
@@ -434,10 +438,16 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
 
     fn finish(&mut self) -> io::Result<()> {
         let dropped = self.source.dropped();
-        self.totals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dropped_slices = dropped;
+        let fitted: Vec<(u32, f64, u64)> = self
+            .packages
+            .iter()
+            .zip(&self.models)
+            .filter_map(|((socket, _, _), m)| m.fitted_idle().map(|(w, n)| (*socket, w, n)))
+            .collect();
+        let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.dropped_slices = dropped;
+        t.fitted_idle = fitted;
+        drop(t);
         self.out.flush()
     }
 }

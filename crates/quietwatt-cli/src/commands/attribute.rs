@@ -35,10 +35,11 @@ pub struct RecordArgs {
     #[arg(long, value_enum, value_name = "process|cgroup")]
     pub attribute: Option<ByArg>,
     /// With --attribute: each package's idle power in watts, set apart before the
-    /// split and shared by CPU time over the package's capacity (default: none,
-    /// every joule is split as dynamic).
-    #[arg(long, value_name = "W", requires = "attribute")]
-    pub idle_watts: Option<f64>,
+    /// split and shared by CPU time over the package's capacity, or `fit` to fit it
+    /// (the intercept of the package's power against its busy CPUs) as the
+    /// recording goes (default: none, every joule is split as dynamic).
+    #[arg(long, value_name = "W|fit", requires = "attribute", value_parser = parse_idle)]
+    pub idle_watts: Option<IdlePower>,
 }
 
 /// `run`'s attribution flags.
@@ -50,19 +51,27 @@ pub struct RunArgs {
     #[arg(long)]
     pub attribute: bool,
     /// With --attribute: each package's idle power in watts, set apart before the
-    /// split (default: none, every joule is split as dynamic).
-    #[arg(long = "idle-watts", value_name = "W", requires = "attribute")]
-    pub idle_watts: Option<f64>,
+    /// split, or `fit` to fit it as the command runs (default: none, every joule is
+    /// split as dynamic).
+    #[arg(long = "idle-watts", value_name = "W|fit", requires = "attribute", value_parser = parse_idle)]
+    pub idle_watts: Option<IdlePower>,
 }
 
-fn idle(w: Option<f64>) -> Result<IdlePower, Failure> {
-    match w {
-        None => Ok(IdlePower::None),
-        Some(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => Ok(IdlePower::Configured(w)),
-        Some(w) => Err(Failure::usage(format!(
-            "--idle-watts {w}: give the package's idle power in watts, 0 to 10000"
-        ))),
+/// Parses `--idle-watts`: watts (0 to 10000), or `fit`.
+pub fn parse_idle(s: &str) -> Result<IdlePower, String> {
+    if s.eq_ignore_ascii_case("fit") {
+        return Ok(IdlePower::Fitted);
     }
+    match s.trim_end_matches(['W', 'w']).parse::<f64>() {
+        Ok(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => Ok(IdlePower::Configured(w)),
+        _ => Err(format!(
+            "'{s}': give the package's idle power in watts (0 to 10000), or `fit`"
+        )),
+    }
+}
+
+fn idle(w: Option<IdlePower>) -> Result<IdlePower, Failure> {
+    Ok(w.unwrap_or(IdlePower::None))
 }
 
 fn open(
@@ -130,6 +139,7 @@ fn j(uj: u64) -> f64 {
 pub fn print_top(totals: &SharedTotals, n: usize) {
     let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
     warn_dropped(&t);
+    note_fit(&t);
     let mut names = Names::new();
     let mut top: Vec<(&Entity, &quietwatt_attribution::EntityTotal)> = t.entities.iter().collect();
     top.sort_by_key(|(_, e)| std::cmp::Reverse(e.total_uj()));
@@ -167,6 +177,15 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
         eprintln!("  ... and {} more", top.len() - n);
     }
     eprintln!();
+}
+
+fn note_fit(t: &Totals) {
+    for (socket, w, n) in &t.fitted_idle {
+        eprintln!(
+            "quietwatt: package {socket}: idle power fitted to {w:.3} W over {n} intervals \
+             (intercept of power against busy CPUs)"
+        );
+    }
 }
 
 fn warn_dropped(t: &Totals) {
@@ -216,6 +235,7 @@ pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
         "intervals": t.intervals,
         "unbalanced_intervals": t.unbalanced,
         "dropped_slices": t.dropped_slices,
+        "fitted_idle_w": t.fitted_idle.iter().map(|(s, w, n)| serde_json::json!({"package": s, "watts": w, "intervals": n})).collect::<Vec<_>>(),
         "entities": entities,
     })
 }
@@ -292,6 +312,7 @@ impl Share {
     pub fn print(&self, pid: u32, what: &str) {
         let (c, t) = self.figures(pid);
         warn_dropped(&t);
+        note_fit(&t);
         let pct = if t.energy_uj > 0 {
             100.0 * c.total_uj() as f64 / t.energy_uj as f64
         } else {

@@ -43,10 +43,10 @@ pub struct Args {
     /// Rows shown.
     #[arg(long, default_value_t = 15)]
     limit: usize,
-    /// Each package's idle power in watts, set apart and shown on its own line
-    /// (default: none, every joule is split by CPU time).
-    #[arg(long, value_name = "W")]
-    idle_watts: Option<f64>,
+    /// Each package's idle power in watts, set apart (default: none, every joule is
+    /// split by CPU time), or `fit` to fit it as top runs.
+    #[arg(long, value_name = "W|fit", value_parser = super::attribute::parse_idle)]
+    idle_watts: Option<IdlePower>,
     /// Mechanism to read (default: the best that works here).
     #[arg(short, long)]
     mechanism: Option<quietwatt::Mechanism>,
@@ -146,15 +146,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             args.interval
         )));
     }
-    let idle = match args.idle_watts {
-        None => IdlePower::None,
-        Some(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => IdlePower::Configured(w),
-        Some(w) => {
-            return Err(Failure::usage(format!(
-                "--idle-watts {w}: give the package's idle power in watts, 0 to 10000"
-            )))
-        }
-    };
+    let idle = args.idle_watts.unwrap_or(IdlePower::None);
     let source = quietwatt::source::open(
         &env.root,
         args.mechanism,
@@ -262,6 +254,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             match idle {
                 IdlePower::None => String::new(),
                 IdlePower::Configured(i) => format!(", idle {i} W set apart"),
+                IdlePower::Fitted => ", idle power fitted".to_string(),
             }
         ));
         screen.push_str(&format!(
