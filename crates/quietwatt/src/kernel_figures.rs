@@ -2,8 +2,8 @@
 //! engine's own [`Overhead`](crate::overhead::Overhead): samples the kernel took and
 //! dropped, the BPF program's run time, drains and wake-ups a second.
 
-use super::{KernelCounts, KernelSide};
 use crate::overhead::{SamplerCounts, ThreadUsage};
+use crate::source::inkernel::{KernelCounts, KernelSide};
 use crate::source::Mechanism;
 use serde::Serialize;
 

@@ -17,9 +17,9 @@
 
 use super::{period_ns, KernelCounts, KernelSample, KernelSampler};
 use crate::error::Result;
-use crate::source::{Channel, Mechanism, Mode, Reading, Source};
-use crate::ticker::monotonic_ns;
-use crate::ticker::Hertz;
+use crate::{Channel, Mechanism, Mode, Reading, Source};
+use quietwatt_core::Hertz;
+use quietwatt_sys::clock::monotonic_ns;
 use std::ptr::NonNull;
 
 /// What the kernel side of a buffered source did over a recording.
