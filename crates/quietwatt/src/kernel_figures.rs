@@ -92,7 +92,7 @@ impl KernelFigures {
             w.push(format!(
                 "perf-ring: the kernel throttled the sampling group {} time(s); since Linux 6.16 a \
                  throttle stops the whole group, energy events included, so the energy of the \
-                 throttled time was not counted: {fix}, or use --mechanism ebpf (its energy \
+                 throttled time was not counted: {fix}, or use the ebpf mechanism (its energy \
                  events are not in the clock's group)",
                 self.kernel.throttled
             ));
