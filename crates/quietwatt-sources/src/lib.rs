@@ -188,10 +188,24 @@ pub struct Reading<'a> {
     pub lost: u64,
 }
 
+/// What [`Source::label`] says of a source whose counters are software events
+/// standing in for RAPL (tests, benchmarks, `--stand-in` runs): its figures are
+/// not energy, and no report may say they were read through a real mechanism.
+pub const STAND_IN_LABEL: &str = "stand-in (software events, not energy)";
+
 /// A mechanism opened on a set of channels, ready to be read again and again.
 pub trait Source: Send {
-    /// Which mechanism this is.
+    /// Which mechanism this is; for a stand-in (software events or files read in
+    /// place of RAPL, in tests and benchmarks), the mechanism it costs the same as,
+    /// which is what placement and cost reasoning need. See [`Source::label`].
     fn mechanism(&self) -> Mechanism;
+
+    /// What reports and file metadata call this source: the mechanism's name, or
+    /// for a stand-in a name of its own, so that no figure measured on a stand-in
+    /// is labelled with a real mechanism.
+    fn label(&self) -> &'static str {
+        self.mechanism().name()
+    }
 
     /// The channels, in the order [`Source::read`] fills its buffer.
     fn channels(&self) -> &[Channel];

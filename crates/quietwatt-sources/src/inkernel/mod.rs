@@ -215,6 +215,12 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
     if let Some(n) = max_rate.and_then(|m| throttle_note(plan.mechanism, m, freq)) {
         plan.notes.push(n);
     }
+    // No RAPL PMU is the software PMU: such events only stand in for energy.
+    let stand_in = plan
+        .groups
+        .iter()
+        .flat_map(|g| &g.events)
+        .all(|e| e.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE);
     match plan.mechanism {
         #[cfg(feature = "bpf")]
         Mechanism::Ebpf => {
@@ -224,6 +230,7 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
                 Box::new(sampler),
                 keep,
                 drain,
+                stand_in,
             )))
         }
         #[cfg(not(feature = "bpf"))]
@@ -241,6 +248,7 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
                     Box::new(s),
                     source::Keep::nothing(),
                     drain,
+                    stand_in,
                 ))),
                 Err(perf_ring::OpenError::GroupRefused(why)) => Ok(Opened::Fallback {
                     source: Box::new(PerfEvents::from_specs(specs)?),

@@ -38,6 +38,7 @@
 use super::{Channel, Mechanism, Selection, Source};
 use crate::error::{Error, Result};
 use crate::root::SysRoot;
+use crate::STAND_IN_LABEL;
 use quietwatt_core::counter::Wrap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -73,6 +74,8 @@ pub struct PerfEvents {
     /// The CPU each descriptor's event was opened on.
     cpus: Vec<u32>,
     notes: Vec<String>,
+    /// Every event is a software event (a stand-in for RAPL in tests and benchmarks).
+    stand_in: bool,
 }
 
 impl PerfEvents {
@@ -89,6 +92,11 @@ impl PerfEvents {
     /// Opens explicit events (any PMU, software events included). Specs that share
     /// a [`DomainId`](quietwatt_core::domain::DomainId) are summed into one channel, so they must share a unit.
     pub fn from_specs(specs: Vec<EventSpec>) -> Result<PerfEvents> {
+        // No RAPL PMU is the software PMU: such events only stand in for energy.
+        let software = !specs.is_empty()
+            && specs
+                .iter()
+                .all(|s| s.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE);
         let mut channels: Vec<Channel> = Vec::new();
         let mut members: Vec<usize> = Vec::new();
         let mut fds = Vec::with_capacity(specs.len());
@@ -139,6 +147,7 @@ impl PerfEvents {
             }
         }
         Ok(PerfEvents {
+            stand_in: software,
             channels,
             fds,
             slots,
@@ -157,6 +166,14 @@ impl PerfEvents {
 impl Source for PerfEvents {
     fn mechanism(&self) -> Mechanism {
         Mechanism::Perf
+    }
+
+    fn label(&self) -> &'static str {
+        if self.stand_in {
+            STAND_IN_LABEL
+        } else {
+            Mechanism::Perf.name()
+        }
     }
 
     fn channels(&self) -> &[Channel] {
@@ -250,6 +267,9 @@ mod tests {
         let mut summed = PerfEvents::from_specs(specs).unwrap();
         assert_eq!(summed.channels().len(), 1);
         assert_eq!(summed.event_count(), cpus.len());
+        // Software events are no energy: the source says it stands in.
+        assert_eq!(summed.label(), crate::STAND_IN_LABEL);
+        assert_eq!(summed.mechanism(), Mechanism::Perf);
         assert_eq!(summed.channels()[0].id.socket, quietwatt_core::Socket(0));
         let (mut a, mut b) = ([0u64; 1], [0u64; 1]);
         let t0 = Instant::now();

@@ -84,6 +84,10 @@ impl Source for StandIn {
         Mechanism::Powercap
     }
 
+    fn label(&self) -> &'static str {
+        "stand-in (cpuidle usage files, not energy)"
+    }
+
     fn channels(&self) -> &[Channel] {
         &self.channels
     }

@@ -169,9 +169,14 @@ impl Meter {
         }
     }
 
-    /// The mechanism read.
+    /// The mechanism read (for a stand-in, the one it costs the same as).
     pub fn mechanism(&self) -> Mechanism {
         self.source.mechanism()
+    }
+
+    /// What reports and metadata call the source ([`Source::label`]).
+    pub fn label(&self) -> &'static str {
+        self.source.label()
     }
 
     /// The channels, in the order of every slice this meter returns.
@@ -489,7 +494,7 @@ impl Meter {
         }
 
         EnergyReport {
-            mechanism: self.mechanism().name(),
+            mechanism: self.label(),
             duration_s: elapsed.as_secs_f64(),
             domains,
             total_energy_j: total.as_ref().map(|t| t.energy_j),
