@@ -73,6 +73,12 @@ impl From<Error> for Failure {
     }
 }
 
+impl From<quietwatt::SourceError> for Failure {
+    fn from(e: quietwatt::SourceError) -> Failure {
+        Failure::from(Error::from(e))
+    }
+}
+
 impl From<quietwatt_model::Error> for Failure {
     fn from(e: quietwatt_model::Error) -> Failure {
         match e {

@@ -9,7 +9,8 @@ mod common;
 
 use common::{mount, quietwatt, stdout, Mounted};
 use quietwatt::{
-    Domain, Error, Hertz, Mechanism, Report, SampleRow, Selection, Session, SessionConfig, SysRoot,
+    Domain, Error, Hertz, Mechanism, Report, SampleRow, Selection, Session, SessionConfig,
+    SourceError, SysRoot,
 };
 use quietwatt_emulator::{EmulatorConfig, Mechanism as Served};
 use std::thread::sleep;
@@ -278,7 +279,7 @@ fn a_domain_the_machine_lacks_is_the_typed_unknown_domain_error() {
     let m = mount(EmulatorConfig::default());
     let err = Session::start(config(&m).domains(Selection::only(vec![Domain::Psys]))).unwrap_err();
     match err {
-        Error::UnknownDomain { asked, available } => {
+        Error::Source(SourceError::UnknownDomain { asked, available }) => {
             assert_eq!(asked, "psys");
             assert!(available.contains("package"), "{available}");
         }
@@ -297,7 +298,7 @@ fn the_in_kernel_mechanisms_are_refused_with_the_reason() {
     let m = mount(EmulatorConfig::default());
     for mech in [Mechanism::Ebpf, Mechanism::PerfRing] {
         match Session::start(config(&m).mechanism(mech).rate(hz(100.0))) {
-            Err(Error::MechanismUnavailable { mechanism, why }) => {
+            Err(Error::Source(SourceError::MechanismUnavailable { mechanism, why })) => {
                 assert_eq!(mechanism, mech.name());
                 assert!(why.contains("inkernel"), "{why}");
             }

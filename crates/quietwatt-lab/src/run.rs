@@ -449,7 +449,7 @@ pub fn open_monitor_source(
     src: QuietwattSource,
 ) -> quietwatt::Result<Box<dyn Source>> {
     match src {
-        QuietwattSource::Mechanism(m) => source::open(root, Some(m), &Selection::all()),
+        QuietwattSource::Mechanism(m) => Ok(source::open(root, Some(m), &Selection::all())?),
         QuietwattSource::PerfStandIn => {
             use perf_event_open_sys::bindings::{PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
             use quietwatt::domain::{Domain, DomainId};

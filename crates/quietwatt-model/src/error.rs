@@ -86,10 +86,10 @@ mod tests {
             .unwrap_err();
         assert!(fit.to_string().contains("pagefault time"), "{fit}");
         assert_eq!(Error::from(fit).kind(), ErrorKind::Fatal);
-        let vanished = Error::from(quietwatt::Error::Vanished {
+        let vanished = Error::from(quietwatt::Error::from(quietwatt::SourceError::Vanished {
             path: "/dev/cpu/0/msr".into(),
             source: io::Error::from_raw_os_error(libc::ENODEV),
-        });
+        }));
         assert_eq!(vanished.kind(), ErrorKind::CounterVanished);
     }
 }

@@ -2,11 +2,11 @@
 //! library's explanation and the fix in Python's terms.
 
 use pyo3::prelude::*;
-use quietwatt::{Error, ErrorKind};
+use quietwatt::{Error, ErrorKind, SourceError};
 
 /// The exception class, in `quietwatt._errors`, for an error of `kind`.
 fn class_name(e: &Error) -> &'static str {
-    if matches!(e, Error::Permission { .. }) {
+    if matches!(e.as_source(), Some(SourceError::Permission { .. })) {
         return "PermissionDenied";
     }
     match e.kind() {
@@ -36,7 +36,7 @@ pub fn raise(py: Python<'_>, name: &str, message: String) -> PyErr {
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let hint = match (&e, e.kind()) {
         (Error::TooManyChannels { .. }, _) => " (choose fewer with domains=)",
-        (Error::Permission { .. }, _) | (_, ErrorKind::Unavailable) => {
+        (Error::Source(SourceError::Permission { .. }), _) | (_, ErrorKind::Unavailable) => {
             "\n  quietwatt.doctor() says what each mechanism needs here; \
              emulate='auto' measures against the built-in emulator instead"
         }

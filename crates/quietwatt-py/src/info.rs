@@ -44,7 +44,7 @@ pub fn domains_json(py: Python<'_>, root: &str, mechanism: Option<&str>) -> PyRe
             let m: Mechanism = m.parse().map_err(|e| bad_argument(py, format!("{e}")))?;
             let p = py.detach(|| probe(&root, m));
             if let Err(e) = p.result {
-                return Err(to_py(py, e));
+                return Err(to_py(py, e.into()));
             }
             vec![p]
         }

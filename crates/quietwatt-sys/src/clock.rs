@@ -2,6 +2,7 @@
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of perf samples and tracepoints, so
 /// every user-space timestamp of quietwatt lines up with the kernel's.
+#[inline]
 pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

@@ -147,6 +147,7 @@ impl BpfRing {
     }
 
     /// Bytes written by the kernel and not yet consumed.
+    #[inline]
     pub fn pending(&self) -> u64 {
         let prod = self.producer.u64_at(0).load(Ordering::Acquire);
         let cons = self.consumer.u64_at(0).load(Ordering::Acquire);
@@ -156,6 +157,7 @@ impl BpfRing {
     /// Hands each complete record to `f` (its payload, in place), oldest first, and
     /// releases it. Stops at a record the kernel is still writing. Returns how many
     /// records were handed over.
+    #[inline]
     pub fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> u64 {
         let cons_word = self.consumer.u64_at(0);
         let mut cons = cons_word.load(Ordering::Acquire);
@@ -239,21 +241,25 @@ impl PerfRing {
     }
 
     /// Where the kernel has written up to (acquire: the records before it are complete).
+    #[inline]
     pub fn head(&self) -> u64 {
         self.map.u64_at(DATA_HEAD).load(Ordering::Acquire)
     }
 
     /// Where user space has read up to.
+    #[inline]
     pub fn tail(&self) -> u64 {
         self.map.u64_at(DATA_TAIL).load(Ordering::Relaxed)
     }
 
     /// Gives every record before `pos` back to the kernel.
+    #[inline]
     pub fn release(&self, pos: u64) {
         self.map.u64_at(DATA_TAIL).store(pos, Ordering::Release);
     }
 
     /// Bytes written by the kernel and not yet released.
+    #[inline]
     pub fn pending(&self) -> u64 {
         self.head().saturating_sub(self.tail())
     }
@@ -261,6 +267,7 @@ impl PerfRing {
     /// Copies the record at `pos` (which must be below a head already acquired) into
     /// `buf` without its header; returns its type, its full size (the step to the
     /// next record) and the body length copied (at most [`MAX_RECORD`]).
+    #[inline]
     pub fn read(&self, pos: u64, buf: &mut [u8; MAX_RECORD]) -> (u32, u64, usize) {
         let mut hdr = [0u8; 8];
         self.copy(pos, &mut hdr);

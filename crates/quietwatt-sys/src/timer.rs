@@ -39,6 +39,7 @@ impl TimerFd {
 
     /// Blocks until the timer expires; returns the expirations since the last read
     /// (1 when on time, more when deadlines passed unseen).
+    #[inline]
     pub fn wait(&self) -> u64 {
         let mut buf = [0u8; 8];
         loop {

@@ -9,7 +9,7 @@
 //! and a short pause does not drop the rate. It never falls below the rate at which
 //! a counter could wrap unseen.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SourceError};
 use crate::overhead::process_cpu_ns;
 use crate::root::SysRoot;
 use crate::ticker::Hertz;
@@ -130,11 +130,12 @@ impl LoadProbe {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        Err(Error::Parse {
+        Err(SourceError::Parse {
             path: p.path.clone(),
             content: String::from_utf8_lossy(&p.buf[..64]).into_owned(),
             expected: "a first line `cpu  user nice system idle ...`",
-        })
+        }
+        .into())
     }
 
     fn read(&mut self) -> Option<CpuTimes> {

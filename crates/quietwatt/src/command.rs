@@ -2,11 +2,11 @@
 //! sampler thread as a recording (samples go nowhere: the result is the summary).
 
 use crate::error::{Error, Result};
+use crate::kernel_figures::KernelFigures;
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::Overhead;
 use crate::record::{drive, record_between, EngineConfig, Recording, Stopped};
 use crate::sink::{Metadata, NullSink, Sink};
-use crate::source::inkernel::KernelFigures;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use std::path::Path;

@@ -1,77 +1,28 @@
-//! The library's errors. Each carries what a user needs to act on it; the CLI adds
-//! the wording and the exit code.
+//! The engine's errors: what went wrong finding or reading the counters (the
+//! sources' [`SourceError`], kept whole), and what can go wrong around them (a
+//! command that cannot start, an output that refuses writes, a set-up step the
+//! kernel refused, a window that is not open). Each carries what a user needs to
+//! act on it, and [`Error::kind`] says what a caller can do; the CLI adds the
+//! wording and the exit code.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use quietwatt_sources::error::retry_or;
+pub use quietwatt_sources::error::{permission_fix, ErrorKind, Result as SourceResult};
+pub use quietwatt_sources::Error as SourceError;
 
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong while discovering or reading energy counters.
+/// Everything that can go wrong while measuring.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be opened or read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the kernel said.
-        source: io::Error,
-    },
-    /// A file read fine but its content is not what the kernel writes there.
-    #[error("{path}: unexpected content {content:?} (expected {expected})")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What it held.
-        content: String,
-        /// What it should have held.
-        expected: &'static str,
-    },
-    /// A counter file is readable only by root (powercap since CVE-2020-8694).
-    #[error("{path}: permission denied; {fix}")]
-    Permission {
-        /// The file.
-        path: PathBuf,
-        /// How to grant access.
-        fix: String,
-    },
-    /// A counter returned a value that cannot be a reading of it.
-    #[error("{path}: counter read {value}, which is not a valid reading (the range is 0..{modulus}); the counter or its driver is broken")]
-    CorruptCounter {
-        /// The counter file.
-        path: PathBuf,
-        /// The value read.
-        value: u64,
-        /// The counter's wrap modulus.
-        modulus: u64,
-    },
-    /// A counter that worked at the start disappeared (zone removed, CPU offline).
-    #[error("{path}: the counter vanished during the measurement ({source}); a CPU went offline or the driver was unloaded")]
-    Vanished {
-        /// The counter file.
-        path: PathBuf,
-        /// What the kernel said.
-        source: io::Error,
-    },
-    /// The mechanism found no domain at all.
-    #[error("no RAPL domain found through {mechanism} under {root}: {why}")]
-    NoDomains {
-        /// The mechanism tried.
-        mechanism: &'static str,
-        /// The root searched.
-        root: PathBuf,
-        /// What was missing.
-        why: String,
-    },
-    /// The user asked for a domain that this machine does not expose.
-    #[error("domain '{asked}' is not available here; available: {available}")]
-    UnknownDomain {
-        /// What was asked for.
-        asked: String,
-        /// What exists.
-        available: String,
-    },
+    /// Finding or reading the counters failed (see [`SourceError`]: a missing or
+    /// unreadable counter, one that vanished or reads garbage, a mechanism that
+    /// cannot be used here).
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// The command to measure could not be started.
     #[error("cannot run '{program}': {source}")]
     Spawn {
@@ -96,33 +47,13 @@ pub enum Error {
         /// The record's capacity.
         max: usize,
     },
-    /// The sampling engine could not set itself up (a timer, a thread, CPU pinning,
-    /// in-kernel sampling).
+    /// The sampling engine could not set itself up (a timer, a thread, CPU pinning).
     #[error("cannot {step}: {source}")]
     Setup {
         /// What was being set up.
         step: SetupStep,
         /// What the kernel said.
         source: io::Error,
-    },
-    /// A mechanism quietwatt knows but cannot use here.
-    #[error("mechanism {mechanism} is not usable here: {why}")]
-    MechanismUnavailable {
-        /// The mechanism.
-        mechanism: &'static str,
-        /// Why, and the fix.
-        why: String,
-    },
-    /// A mechanism this build of the library left out: its cargo feature is off.
-    #[error(
-        "mechanism {mechanism} is not in this build: quietwatt was compiled without its `{feature}` feature \
-         (enable it: `quietwatt = {{ version = \"...\", features = [\"{feature}\"] }}`)"
-    )]
-    FeatureDisabled {
-        /// The mechanism.
-        mechanism: &'static str,
-        /// The cargo feature that builds it.
-        feature: &'static str,
     },
     /// A session was asked to end a window that is not open.
     #[error("no window named '{name}' is open in this session (open: {open})")]
@@ -146,14 +77,6 @@ pub enum SetupStep {
         /// The CPU asked for.
         cpu: usize,
     },
-    /// Setting up the kernel's side of a buffered mechanism (a BPF program, a perf
-    /// ring, a sampling group).
-    KernelSampling {
-        /// The CPU concerned, when one is.
-        cpu: Option<u32>,
-        /// The step, with the values involved.
-        detail: String,
-    },
 }
 
 impl std::fmt::Display for SetupStep {
@@ -165,62 +88,20 @@ impl std::fmt::Display for SetupStep {
                 f,
                 "pin a thread to CPU {cpu}: give an online CPU that this process may use"
             ),
-            SetupStep::KernelSampling {
-                cpu: Some(cpu),
-                detail,
-            } => write!(f, "{detail} on CPU {cpu}"),
-            SetupStep::KernelSampling { cpu: None, detail } => write!(f, "{detail}"),
         }
     }
-}
-
-/// What a caller can do about an [`Error`], whatever its variant: give up, try the
-/// same call again, carry on without a counter, fix what it passed, or measure
-/// some other way. Modelled on Alumet's `PollError { Fatal, CanRetry, NormalStop }`,
-/// with the two kinds a measuring library adds: the caller's mistake, and a machine
-/// that cannot measure at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// Something broke that the same call will hit again: a counter reading garbage,
-    /// a kernel file of unexpected content, data a fit cannot use. Stop, and report it.
-    Fatal,
-    /// A transient refusal (EAGAIN, EINTR, EBUSY, ENOMEM, a timeout): the same call
-    /// may succeed a moment later.
-    CanRetry,
-    /// A counter that worked went away (a CPU offline, a driver unloaded): what was
-    /// measured before it stays valid; measure again without it, or stop.
-    CounterVanished,
-    /// The caller asked for something that cannot be: an unknown domain, too many
-    /// channels, a window that is not open, a program that cannot run, a model file
-    /// that is not one, a CPU that cannot be pinned to. Change the request.
-    Usage,
-    /// Nothing can measure here through what was asked: no RAPL, no permission, a
-    /// mechanism that does not work on this machine or is not in this build. Grant
-    /// access, or choose another mechanism.
-    Unavailable,
-    /// The output refused the data (disk full, device gone, reader gone): the
-    /// measurement was fine and what was written before stays valid. Write elsewhere.
-    Output,
 }
 
 impl Error {
     /// What the caller can do about this error (see [`ErrorKind`]).
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Io { source, .. } => retry_or(source, ErrorKind::Fatal),
-            Error::Parse { .. } | Error::CorruptCounter { .. } => ErrorKind::Fatal,
-            Error::Permission { .. }
-            | Error::NoDomains { .. }
-            | Error::MechanismUnavailable { .. }
-            | Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
-            Error::Vanished { .. } => ErrorKind::CounterVanished,
-            Error::UnknownDomain { .. }
-            | Error::TooManyChannels { .. }
-            | Error::UnknownWindow { .. } => ErrorKind::Usage,
+            Error::Source(e) => e.kind(),
             // A program that does not exist or cannot be executed is the caller's to
             // fix; a fork refused for want of resources may pass.
             Error::Spawn { source, .. } => retry_or(source, ErrorKind::Usage),
             Error::Output { .. } => ErrorKind::Output,
+            Error::TooManyChannels { .. } | Error::UnknownWindow { .. } => ErrorKind::Usage,
             // A CPU to pin to is a value the caller gave (offline, or out of its set).
             Error::Setup {
                 step: SetupStep::Pin { .. },
@@ -230,175 +111,109 @@ impl Error {
         }
     }
 
-    /// An I/O error on `path`, turned into a permission error with the fix when it is one.
-    pub fn io(path: &Path, source: io::Error) -> Error {
-        if source.kind() == io::ErrorKind::PermissionDenied {
-            return Error::Permission {
-                path: path.to_path_buf(),
-                fix: permission_fix(path),
-            };
-        }
-        Error::Io {
-            path: path.to_path_buf(),
-            source,
+    /// The sources' error, when this is one: to tell a vanished counter or a
+    /// refused permission apart without matching two levels.
+    pub fn as_source(&self) -> Option<&SourceError> {
+        match self {
+            Error::Source(e) => Some(e),
+            _ => None,
         }
     }
-}
 
-/// [`ErrorKind::CanRetry`] when the kernel's refusal is one that passes, else `otherwise`.
-fn retry_or(e: &io::Error, otherwise: ErrorKind) -> ErrorKind {
-    let transient = matches!(
-        e.kind(),
-        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    ) || matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOMEM));
-    if transient {
-        ErrorKind::CanRetry
-    } else {
-        otherwise
-    }
-}
-
-/// The fix for an unreadable counter file, by the kind of file.
-pub fn permission_fix(path: &Path) -> String {
-    let p = path.to_string_lossy();
-    if p.contains("powercap") {
-        format!(
-            "energy_uj is readable by root only since CVE-2020-8694; run as root, or grant read access: \
-             `sudo setfacl -m u:$USER:r {p}` (until reboot) or a udev rule \
-             `SUBSYSTEM==\"powercap\", ACTION==\"add\", RUN+=\"/bin/chmod a+r /sys%p/energy_uj\"`"
-        )
-    } else if p.contains("/msr") {
-        "reading MSRs needs CAP_SYS_RAWIO: run as root or `sudo setcap cap_sys_rawio=ep $(which quietwatt)`".into()
-    } else {
-        "run as root or grant read access to this file".into()
+    /// An I/O error on `path`, turned into a permission error with the fix when
+    /// it is one (see [`SourceError::io`]).
+    pub fn io(path: &std::path::Path, source: io::Error) -> Error {
+        Error::Source(SourceError::io(path, source))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One error of each variant, with the kernel's answer where it carries one.
-    fn one_of_each(source: fn() -> io::Error) -> Vec<Error> {
-        let p = PathBuf::from("/sys/x");
-        vec![
-            Error::Io {
-                path: p.clone(),
-                source: source(),
-            },
-            Error::Parse {
-                path: p.clone(),
-                content: "x".into(),
-                expected: "a number",
-            },
-            Error::Permission {
-                path: p.clone(),
-                fix: "run as root".into(),
-            },
-            Error::CorruptCounter {
-                path: p.clone(),
-                value: 9,
-                modulus: 8,
-            },
-            Error::Vanished {
-                path: p.clone(),
-                source: source(),
-            },
-            Error::NoDomains {
-                mechanism: "msr",
-                root: p.clone(),
-                why: "none".into(),
-            },
-            Error::UnknownDomain {
-                asked: "gpu".into(),
-                available: "package".into(),
-            },
-            Error::Spawn {
-                program: "x".into(),
-                source: source(),
-            },
-            Error::Output {
-                path: p.clone(),
-                source: source(),
-            },
-            Error::TooManyChannels { count: 99, max: 8 },
-            Error::Setup {
-                step: SetupStep::Thread("quietwatt-sampler"),
-                source: source(),
-            },
-            Error::MechanismUnavailable {
-                mechanism: "perf",
-                why: "no PMU".into(),
-            },
-            Error::FeatureDisabled {
-                mechanism: "ebpf",
-                feature: "bpf",
-            },
-            Error::UnknownWindow {
-                name: "w".into(),
-                open: String::new(),
-            },
-        ]
-    }
-
-    /// The decision for each variant, given whether its kernel error is transient.
-    /// No wildcard: a new variant does not compile until it is classified here too.
-    fn expected(e: &Error, transient: bool) -> ErrorKind {
-        let or_retry = |k| if transient { ErrorKind::CanRetry } else { k };
-        match e {
-            Error::Io { .. } => or_retry(ErrorKind::Fatal),
-            Error::Parse { .. } => ErrorKind::Fatal,
-            Error::Permission { .. } => ErrorKind::Unavailable,
-            Error::CorruptCounter { .. } => ErrorKind::Fatal,
-            Error::Vanished { .. } => ErrorKind::CounterVanished,
-            Error::NoDomains { .. } => ErrorKind::Unavailable,
-            Error::UnknownDomain { .. } => ErrorKind::Usage,
-            Error::Spawn { .. } => or_retry(ErrorKind::Usage),
-            Error::Output { .. } => ErrorKind::Output,
-            Error::TooManyChannels { .. } => ErrorKind::Usage,
-            Error::Setup { .. } => or_retry(ErrorKind::Fatal),
-            Error::MechanismUnavailable { .. } => ErrorKind::Unavailable,
-            Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
-            Error::UnknownWindow { .. } => ErrorKind::Usage,
-        }
-    }
+    use std::path::Path;
 
     #[test]
-    fn every_variant_has_a_kind() {
-        let permanent = || io::Error::from_raw_os_error(libc::EIO);
-        let transient = || io::Error::from_raw_os_error(libc::EAGAIN);
-        let all = one_of_each(permanent);
-        // Every variant is in the list once: the list and the match above agree.
-        let distinct: std::collections::HashSet<_> =
-            all.iter().map(std::mem::discriminant).collect();
-        assert_eq!(distinct.len(), all.len());
-        for e in &all {
-            assert_eq!(e.kind(), expected(e, false), "{e:?}");
+    fn every_engine_error_says_what_the_caller_can_do() {
+        let eio = || io::Error::from_raw_os_error(libc::EIO);
+        let eagain = || io::Error::from_raw_os_error(libc::EAGAIN);
+        let cases = [
+            (
+                Error::Spawn {
+                    program: "x".into(),
+                    source: io::ErrorKind::NotFound.into(),
+                },
+                ErrorKind::Usage,
+            ),
+            (
+                Error::Spawn {
+                    program: "x".into(),
+                    source: eagain(),
+                },
+                ErrorKind::CanRetry,
+            ),
+            (
+                Error::Output {
+                    path: "o.csv".into(),
+                    source: eio(),
+                },
+                ErrorKind::Output,
+            ),
+            (
+                Error::TooManyChannels { count: 99, max: 8 },
+                ErrorKind::Usage,
+            ),
+            (
+                Error::UnknownWindow {
+                    name: "w".into(),
+                    open: String::new(),
+                },
+                ErrorKind::Usage,
+            ),
+            (
+                Error::Setup {
+                    step: SetupStep::Thread("quietwatt-sampler"),
+                    source: eagain(),
+                },
+                ErrorKind::CanRetry,
+            ),
+            (
+                Error::Setup {
+                    step: SetupStep::Timer,
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                },
+                ErrorKind::Fatal,
+            ),
+            (
+                Error::Setup {
+                    step: SetupStep::Pin { cpu: 999 },
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                },
+                ErrorKind::Usage,
+            ),
+            // The sources' kind passes through unchanged.
+            (
+                Error::io(
+                    Path::new("/sys/class/powercap/x/energy_uj"),
+                    io::ErrorKind::PermissionDenied.into(),
+                ),
+                ErrorKind::Unavailable,
+            ),
+            (
+                Error::from(SourceError::Vanished {
+                    path: "/dev/cpu/1/msr".into(),
+                    source: io::Error::from_raw_os_error(libc::ENXIO),
+                }),
+                ErrorKind::CounterVanished,
+            ),
+        ];
+        for (e, kind) in &cases {
+            assert_eq!(e.kind(), *kind, "{e:?}");
         }
-        for e in &one_of_each(transient) {
-            assert_eq!(e.kind(), expected(e, true), "{e:?}");
-        }
-    }
-
-    #[test]
-    fn a_cpu_the_engine_cannot_pin_to_is_the_callers_to_fix() {
-        let e = Error::Setup {
-            step: SetupStep::Pin { cpu: 999 },
-            source: io::Error::from_raw_os_error(libc::EINVAL),
-        };
-        assert_eq!(e.kind(), ErrorKind::Usage);
-        assert!(e.to_string().contains("CPU 999: give an online CPU"), "{e}");
-        // Another step refused with EINVAL is a broken set-up, not the caller's value.
-        let e = Error::Setup {
-            step: SetupStep::Timer,
-            source: io::Error::from_raw_os_error(libc::EINVAL),
-        };
-        assert_eq!(e.kind(), ErrorKind::Fatal);
-        // A refused permission is a machine that cannot measure, not a bad request.
-        let e = Error::io(
-            Path::new("/sys/class/powercap/x/energy_uj"),
-            io::ErrorKind::PermissionDenied.into(),
+        let pin = &cases[7].0;
+        assert!(
+            pin.to_string().contains("CPU 999: give an online CPU"),
+            "{pin}"
         );
-        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert!(cases[8].0.as_source().is_some() && cases[0].0.as_source().is_none());
     }
 }

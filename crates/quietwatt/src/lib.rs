@@ -82,14 +82,12 @@
 pub use quietwatt_core::{counter, domain, units};
 
 pub mod consistency;
-pub mod cpuinfo;
-pub mod doctor;
 pub mod error;
-pub mod root;
+pub use quietwatt_sources::{cpuinfo, doctor, quirks, root, topology};
 
 pub use counter::{Counter, Wrap};
 pub use domain::{Domain, DomainId, Socket};
-pub use error::{Error, ErrorKind, Result, SetupStep};
+pub use error::{Error, ErrorKind, Result, SetupStep, SourceError};
 pub use root::SysRoot;
 pub use units::{EnergyUnit, Joules, Watts};
 
@@ -100,19 +98,19 @@ pub mod export;
 pub mod meter;
 pub mod overhead;
 pub mod plot;
-pub mod quirks;
 pub mod record;
 pub mod repeat;
 pub mod rng;
 pub mod sampler;
 pub mod session;
 pub mod sink;
-pub mod source;
+/// The mechanisms (the `quietwatt-sources` crate, under the path it always had).
+pub use quietwatt_sources as source;
 pub mod stats;
 /// The buffered mechanisms live with the others, in `source`; the old path stays.
 pub use source::inkernel;
+pub mod kernel_figures;
 pub mod ticker;
-pub mod topology;
 pub mod writer;
 
 pub use meter::{EnergyReport, Meter};

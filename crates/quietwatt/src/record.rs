@@ -12,12 +12,12 @@
 //! ends, the writer drains the ring, finishes the sink and ends.
 
 use crate::adaptive::{Adaptive, LoadProbe, RatePolicy, DEFAULT_HOLD, DEFAULT_PROBE_EVERY};
-use crate::error::{Error, Result, SetupStep};
+use crate::error::{Error, Result, SetupStep, SourceError};
+use crate::kernel_figures::KernelFigures;
 use crate::meter::{EnergyReport, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
 use crate::sampler::{self, Control, Rate, Setup, HEADER_WORDS, MAX_CHANNELS};
-use crate::source::inkernel::KernelFigures;
 use crate::source::Mode;
 use crate::ticker::{Hertz, Pacing, TimerFd};
 use crate::units::EnergyUnit;
@@ -399,7 +399,7 @@ fn adaptive(
     let probe = match LoadProbe::open(&config.root, config.root.is_system()) {
         // A root without /proc (the emulator serves only RAPL's files): the load that
         // matters is this machine's.
-        Err(Error::Io { path, source })
+        Err(Error::Source(SourceError::Io { path, source }))
             if source.kind() == io::ErrorKind::NotFound && !config.root.is_system() =>
         {
             warnings.push(format!(

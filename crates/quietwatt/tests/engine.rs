@@ -8,7 +8,7 @@ use quietwatt::record::{record, EngineConfig, Recording};
 use quietwatt::sink::file::Truncate;
 use quietwatt::sink::{CsvSink, JsonlSink, Metadata, OutputFile, Sample, Sink};
 use quietwatt::source::Channel;
-use quietwatt::{EnergyUnit, Error, Hertz, Mechanism, Meter, Rate, Result, Source, SysRoot};
+use quietwatt::{EnergyUnit, Error, Hertz, Mechanism, Meter, Rate, Source, SysRoot};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +58,7 @@ impl Source for Scripted {
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
-    fn read(&mut self, out: &mut [u64]) -> Result<()> {
+    fn read(&mut self, out: &mut [u64]) -> quietwatt::error::SourceResult<()> {
         match self.script {
             Script::Steps => {
                 for (i, o) in out.iter_mut().enumerate() {

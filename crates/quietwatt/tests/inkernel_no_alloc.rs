@@ -33,16 +33,20 @@ impl Source for Spy {
     fn channels(&self) -> &[Channel] {
         self.inner.channels()
     }
-    fn read(&mut self, out: &mut [u64]) -> quietwatt::Result<()> {
+    fn read(&mut self, out: &mut [u64]) -> quietwatt::error::SourceResult<()> {
         self.inner.read(out)
     }
     fn mode(&self) -> Mode {
         self.inner.mode()
     }
-    fn start(&mut self) -> quietwatt::Result<()> {
+    fn start(&mut self) -> quietwatt::error::SourceResult<()> {
         self.inner.start()
     }
-    fn drain(&mut self, last: bool, f: &mut dyn FnMut(&Reading<'_>)) -> quietwatt::Result<()> {
+    fn drain(
+        &mut self,
+        last: bool,
+        f: &mut dyn FnMut(&Reading<'_>),
+    ) -> quietwatt::error::SourceResult<()> {
         // Uncontended (the test reads it after the recording): no allocation.
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         self.inner.drain(last, &mut |r| {

@@ -8,7 +8,7 @@ use quietwatt::domain::{Domain, DomainId};
 use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Metadata, Sample, Sink};
 use quietwatt::source::Channel;
-use quietwatt::{EnergyUnit, Hertz, Mechanism, Meter, Rate, Result, Source, SysRoot};
+use quietwatt::{EnergyUnit, Hertz, Mechanism, Meter, Rate, Source, SysRoot};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,7 +36,7 @@ impl Source for Spy {
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
-    fn read(&mut self, out: &mut [u64]) -> Result<()> {
+    fn read(&mut self, out: &mut [u64]) -> quietwatt::error::SourceResult<()> {
         self.reads += 1;
         let now = allocations();
         if self.reads == 20 {

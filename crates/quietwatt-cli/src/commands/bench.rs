@@ -141,7 +141,7 @@ fn sampler(env: &Environment, args: SamplerArgs) -> Result<ExitCode, Failure> {
         if stand_in {
             Ok(Box::new(StandIn::open(&root, 2)?))
         } else {
-            source::open(&root, mechanism, &Selection::all())
+            Ok(source::open(&root, mechanism, &Selection::all())?)
         }
     };
     drop(real);

@@ -165,7 +165,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             eprintln!("quietwatt: warning: {w}");
         }
     }
-    let mut meta = Metadata::new(meter.mechanism().name(), &config.rate, &env.root);
+    let mut meta = Metadata::new(meter.label(), &config.rate, &env.root);
     meta.push("emulated", env.is_emulated().to_string());
     meta.push("root", env.root.dir().display().to_string());
     super::inkernel::push_meta(&mut meta, meter.mode(), &args.in_kernel);

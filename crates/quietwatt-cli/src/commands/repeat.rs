@@ -96,7 +96,7 @@ impl<'e> Runner<'e> {
             mechanism,
             selection,
             config,
-            mechanism_name: meter.mechanism().name(),
+            mechanism_name: meter.label(),
         })
     }
 

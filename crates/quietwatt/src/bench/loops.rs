@@ -152,7 +152,7 @@ pub(super) fn run_variant(
                 inner: CsvSink::new(file),
                 counter: WindowCounter::new(duration),
             };
-            let meta = Metadata::new(meter.mechanism().name(), &rate, &SysRoot::default());
+            let meta = Metadata::new(meter.label(), &rate, &SysRoot::default());
             let mut config = EngineConfig::new(rate);
             config.duration = Some(duration);
             config.cpu = opts.cpu;
@@ -193,7 +193,7 @@ pub(super) fn run_variant(
                 inner: CsvSink::new(file),
                 counter: WindowCounter::new(duration),
             };
-            let meta = Metadata::new(meter.mechanism().name(), &rate, &SysRoot::default());
+            let meta = Metadata::new(meter.label(), &rate, &SysRoot::default());
             sink.begin(&meta, meter.channels()).map_err(out_err)?;
             let f = single_thread(&mut meter, &mut sink, opts, setup, path, &mut warnings)?;
             (f, sink.counter)

@@ -4,7 +4,7 @@
 //! `testing` feature only (the only user outside the tests is quietwatt-lab).
 
 use crate::domain::{Domain, DomainId};
-use crate::error::{Error, Result};
+use crate::error::{Result, SourceError, SourceResult};
 use crate::root::SysRoot;
 use crate::source::{Channel, Mechanism, Source};
 use crate::ticker::monotonic_ns;
@@ -59,14 +59,16 @@ impl StandIn {
                         start_ns: monotonic_ns(),
                     });
                 }
-                Err(e) => last_err = Some(Error::io(&path, e)),
+                Err(e) => last_err = Some(SourceError::io(&path, e)),
             }
         }
-        Err(last_err.unwrap_or_else(|| Error::NoDomains {
-            mechanism: "stand-in",
-            root: root.dir().to_path_buf(),
-            why: "no file to read".into(),
-        }))
+        Err(last_err
+            .unwrap_or_else(|| SourceError::NoDomains {
+                mechanism: "stand-in",
+                root: root.dir().to_path_buf(),
+                why: "no file to read".into(),
+            })
+            .into())
     }
 
     /// The file read on every tick.
@@ -82,16 +84,20 @@ impl Source for StandIn {
         Mechanism::Powercap
     }
 
+    fn label(&self) -> &'static str {
+        "stand-in (cpuidle usage files, not energy)"
+    }
+
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
 
-    fn read(&mut self, out: &mut [u64]) -> Result<()> {
+    fn read(&mut self, out: &mut [u64]) -> SourceResult<()> {
         let mut buf = [0u8; 64];
         for (i, slot) in out.iter_mut().enumerate() {
             self.file
                 .read_at(&mut buf, 0)
-                .map_err(|e| Error::io(&self.channels[i].origin, e))?;
+                .map_err(|e| SourceError::io(&self.channels[i].origin, e))?;
             // µJ at (i + 1) W: ns / 1000 * (i + 1).
             *slot = (monotonic_ns() - self.start_ns) / 1000 * (i as u64 + 1);
         }

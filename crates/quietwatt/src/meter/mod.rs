@@ -3,7 +3,7 @@
 
 use crate::counter::{period_may_hide_wraps, Counter, Marks, Step, StepKind, Wrap};
 use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
-use crate::error::{Error, Result};
+use crate::error::{Result, SourceError};
 use crate::source::{Channel, Mechanism, Mode, Reading, Source};
 use crate::units::{Joules, Watts};
 use serde::Serialize;
@@ -44,7 +44,7 @@ impl Tally {
     fn account(&mut self, t: u64) -> Result<()> {
         self.marks = Marks::default();
         for (i, (c, &raw)) in self.counters.iter_mut().zip(&self.raw).enumerate() {
-            let step = c.update(raw, t).map_err(|e| Error::CorruptCounter {
+            let step = c.update(raw, t).map_err(|e| SourceError::CorruptCounter {
                 path: self.origins[i].clone(),
                 value: e.value,
                 modulus: e.modulus,
@@ -136,7 +136,7 @@ impl Meter {
 
     /// Starts a buffered source's kernel sampling ([`Source::start`]).
     pub fn start(&mut self) -> Result<()> {
-        self.source.start()
+        Ok(self.source.start()?)
     }
 
     /// What a buffered source's kernel side did ([`Source::kernel_side`]).
@@ -165,13 +165,18 @@ impl Meter {
         });
         match failed {
             Some(e) => Err(e),
-            None => drained,
+            None => Ok(drained?),
         }
     }
 
-    /// The mechanism read.
+    /// The mechanism read (for a stand-in, the one it costs the same as).
     pub fn mechanism(&self) -> Mechanism {
         self.source.mechanism()
+    }
+
+    /// What reports and metadata call the source ([`Source::label`]).
+    pub fn label(&self) -> &'static str {
+        self.source.label()
     }
 
     /// The channels, in the order of every slice this meter returns.
@@ -489,7 +494,7 @@ impl Meter {
         }
 
         EnergyReport {
-            mechanism: self.mechanism().name(),
+            mechanism: self.label(),
             duration_s: elapsed.as_secs_f64(),
             domains,
             total_energy_j: total.as_ref().map(|t| t.energy_j),

@@ -18,7 +18,7 @@ impl Source for Scripted {
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
-    fn read(&mut self, out: &mut [u64]) -> Result<()> {
+    fn read(&mut self, out: &mut [u64]) -> crate::error::SourceResult<()> {
         out.copy_from_slice(&self.values[self.next]);
         self.next += 1;
         Ok(())

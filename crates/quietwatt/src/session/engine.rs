@@ -221,7 +221,7 @@ fn run(
             counts.lateness.record(wake.late_ns);
         }
         let t = monotonic_ns();
-        let read = source.read(&mut raw).and_then(|()| {
+        let read = source.read(&mut raw).map_err(Error::from).and_then(|()| {
             let missed = if stopping {
                 0
             } else {

@@ -21,7 +21,7 @@
 //!
 //! The in-kernel mechanisms (ebpf, perf-ring) sample in the kernel and are drained
 //! in batches by [`crate::source::inkernel`]; a session cannot drive them and refuses them
-//! with [`Error::MechanismUnavailable`].
+//! with [`SourceError::MechanismUnavailable`].
 
 mod engine;
 mod report;
@@ -31,7 +31,7 @@ pub use report::Report;
 pub use samples::{SampleRow, SampleStats, DEFAULT_SAMPLES_KEPT};
 
 use crate::domain::DomainId;
-use crate::error::{Error, Result, SetupStep};
+use crate::error::{Error, Result, SetupStep, SourceError};
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
@@ -94,7 +94,7 @@ impl SessionConfig {
     }
 
     /// The domains to measure (default: all). A domain the machine does not expose
-    /// makes [`Session::start`] fail with [`Error::UnknownDomain`].
+    /// makes [`Session::start`] fail with [`SourceError::UnknownDomain`].
     pub fn domains(mut self, domains: Selection) -> Self {
         self.domains = domains;
         self
@@ -147,17 +147,18 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// Opens the counters and takes the first reading; with a rate, starts the
     /// sampler thread (returning once it is set up). Fails with the error of the
-    /// source ([`Error::NoDomains`], [`Error::Permission`], [`Error::UnknownDomain`],
-    /// ...), or [`Error::MechanismUnavailable`] for ebpf and perf-ring.
+    /// source ([`SourceError::NoDomains`], [`SourceError::Permission`], [`SourceError::UnknownDomain`],
+    /// ...), or [`SourceError::MechanismUnavailable`] for ebpf and perf-ring.
     pub fn start(config: SessionConfig) -> Result<Session> {
         if let Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) = config.mechanism {
-            return Err(Error::MechanismUnavailable {
+            return Err(SourceError::MechanismUnavailable {
                 mechanism: m.name(),
                 why: "a session reads the counters from user space, and this mechanism \
                       samples in the kernel and is drained in batches (quietwatt::inkernel); \
                       measure with perf, powercap or msr, or let the session choose"
                     .into(),
-            });
+            }
+            .into());
         }
         let source = source::open(&config.root, config.mechanism, &config.domains)?;
         Session::start_on(source, config)
@@ -170,12 +171,13 @@ impl Session {
     /// source's. A caller that measures many short regions keeps one source.
     pub fn start_on(mut source: Box<dyn Source>, config: SessionConfig) -> Result<Session> {
         if source.mode() != crate::source::Mode::Polled {
-            return Err(Error::MechanismUnavailable {
+            return Err(SourceError::MechanismUnavailable {
                 mechanism: source.mechanism().name(),
                 why: "a session reads the counters from user space, and this source samples \
                       in the kernel and is drained in batches"
                     .into(),
-            });
+            }
+            .into());
         }
         let mechanism = source.mechanism();
         let channels: Vec<DomainId> = source.channels().iter().map(|c| c.id).collect();
@@ -311,7 +313,7 @@ impl Session {
 
     /// Ends the measurement: the last reading (the sampler's, woken at once), the
     /// thread joined, and the report with the sampler's cost. Fails when a reading
-    /// failed ([`Error::Vanished`], [`Error::CorruptCounter`], ...): a background
+    /// failed ([`SourceError::Vanished`], [`SourceError::CorruptCounter`], ...): a background
     /// session's report then stops at the last good reading, which
     /// [`Session::snapshot`] still gave before `stop`.
     pub fn stop(self) -> Result<Report> {
@@ -478,8 +480,8 @@ impl Source for Fed {
     }
 
     /// Never called: a fed meter is only given readings ([`Meter::feed`]).
-    fn read(&mut self, _out: &mut [u64]) -> Result<()> {
-        Err(Error::MechanismUnavailable {
+    fn read(&mut self, _out: &mut [u64]) -> crate::error::SourceResult<()> {
+        Err(SourceError::MechanismUnavailable {
             mechanism: self.mechanism.name(),
             why: "a session's meter is fed the session's readings and reads nothing itself".into(),
         })
@@ -513,10 +515,10 @@ mod tests {
         .unwrap_err();
         assert!(matches!(
             err,
-            Error::MechanismUnavailable {
+            Error::Source(SourceError::MechanismUnavailable {
                 mechanism: "ebpf",
                 ..
-            }
+            })
         ));
     }
 }

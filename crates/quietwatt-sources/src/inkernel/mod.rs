@@ -1,9 +1,9 @@
 //! In-kernel sampling: the kernel reads the energy counters at the sampling rate and
 //! queues the readings; user space drains the queue a few times a second at most.
 //!
-//! Two mechanisms, both a [`Mode::Buffered`](crate::source::Mode::Buffered)
-//! [`Source`] ([`KernelSource`]) that the same engine as polling drives
-//! ([`crate::record`], [`crate::command`]):
+//! Two mechanisms, both a [`Mode::Buffered`](crate::Mode::Buffered)
+//! [`Source`] ([`KernelSource`]) that the same engine as polling drives (the
+//! `quietwatt` crate's recordings and sessions):
 //! - [`Mechanism::Ebpf`] ([`ebpf`]): a BPF program on a cpu-clock perf event (paper
 //!   002, section III-F) reads the energy events with `bpf_perf_event_read_value`
 //!   and writes `(time, values)` records to a BPF ring buffer.
@@ -15,10 +15,10 @@
 //! a CPU-wide event on its own CPU (`perf_event_read_local`, and a group is
 //! scheduled on one CPU). The sampler thread drains the rings on its timer (1 Hz
 //! by default, `--drain-hz`) instead of reading at each tick; the readings go
-//! through the same [`Meter`](crate::meter::Meter) (same 64-bit wrap correction),
-//! the same [`Record`](crate::sampler::Record)s, ring, writer and sinks, and the
-//! same self-accounting, plus what the kernel side can tell ([`KernelFigures`]:
-//! samples taken, ring drops, the BPF program's run time).
+//! through the engine's same meter (same 64-bit wrap correction), records, ring,
+//! writer and sinks, and the same self-accounting, plus what the kernel side can
+//! tell ([`KernelCounts`], and the engine's `KernelFigures`: samples taken, ring
+//! drops, the BPF program's run time).
 //!
 //! Nothing is lost silently: a sample the kernel could not queue (full ring) is
 //! counted as missed, and since every reading is a counter the next record's deltas
@@ -40,21 +40,19 @@
 
 #[cfg(feature = "bpf")]
 pub mod ebpf;
-mod figures;
 pub mod perf_ring;
 mod source;
 
-pub use figures::KernelFigures;
 pub use source::{KernelSide, KernelSource};
 
-use crate::counter::Wrap;
-use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
+use crate::perf::{self, EventSpec, PerfEvents};
 use crate::root::SysRoot;
-use crate::source::perf::{self, EventSpec, PerfEvents};
-use crate::source::{Channel, Mechanism, Selection, Source};
-use crate::ticker::Hertz;
-use crate::units::EnergyUnit;
+use crate::{Channel, Mechanism, Selection, Source};
+use quietwatt_core::counter::Wrap;
+use quietwatt_core::domain::{Domain, DomainId};
+use quietwatt_core::units::EnergyUnit;
+use quietwatt_core::Hertz;
 use serde::Serialize;
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
@@ -217,6 +215,12 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
     if let Some(n) = max_rate.and_then(|m| throttle_note(plan.mechanism, m, freq)) {
         plan.notes.push(n);
     }
+    // No RAPL PMU is the software PMU: such events only stand in for energy.
+    let stand_in = plan
+        .groups
+        .iter()
+        .flat_map(|g| &g.events)
+        .all(|e| e.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE);
     match plan.mechanism {
         #[cfg(feature = "bpf")]
         Mechanism::Ebpf => {
@@ -226,6 +230,7 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
                 Box::new(sampler),
                 keep,
                 drain,
+                stand_in,
             )))
         }
         #[cfg(not(feature = "bpf"))]
@@ -243,6 +248,7 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
                     Box::new(s),
                     source::Keep::nothing(),
                     drain,
+                    stand_in,
                 ))),
                 Err(perf_ring::OpenError::GroupRefused(why)) => Ok(Opened::Fallback {
                     source: Box::new(PerfEvents::from_specs(specs)?),
@@ -479,7 +485,7 @@ fn throttle_note(mechanism: Mechanism, max_rate: f64, freq: Hertz) -> Option<Str
 
 /// The sampling period of `freq` in whole nanoseconds (cpu-clock's unit), at least
 /// the kernel's 10 µs floor for hrtimer-based software events.
-pub(crate) fn period_ns(freq: Hertz) -> u64 {
+pub fn period_ns(freq: Hertz) -> u64 {
     ((1e9 / freq.hz()).round() as u64).max(10_000)
 }
 

@@ -26,14 +26,14 @@ use super::{
     cpu_clock_attr, perf_enable, perf_id, perf_open, period_ns, rename, ring_bytes, KernelCounts,
     KernelSample, KernelSampler, Plan, MAX_DOMAINS,
 };
-use crate::error::{Error, Result, SetupStep};
-use crate::source::perf::{open_counting_event, open_error, permission_fix, read_count, EventSpec};
-use crate::source::{Channel, Mechanism};
-use crate::ticker::Hertz;
+use crate::error::{Error, Result};
+use crate::perf::{open_counting_event, open_error, permission_fix, read_count, EventSpec};
+use crate::{Channel, Mechanism};
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_FORMAT_GROUP, PERF_FORMAT_ID, PERF_RECORD_LOST, PERF_RECORD_SAMPLE,
     PERF_RECORD_THROTTLE, PERF_SAMPLE_READ, PERF_SAMPLE_TIME,
 };
+use quietwatt_core::Hertz;
 use quietwatt_sys::ring::{page_size, PerfRing, MAX_RECORD};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -137,11 +137,9 @@ impl PerfRingSampler {
                     }
                 };
                 let id = perf_id(fd.as_fd()).map_err(|e| {
-                    OpenError::Other(Error::Setup {
-                        step: SetupStep::KernelSampling {
-                            cpu: Some(spec.cpu),
-                            detail: format!("read the perf id of {}", spec.origin.display()),
-                        },
+                    OpenError::Other(Error::KernelSampling {
+                        cpu: Some(spec.cpu),
+                        detail: format!("read the perf id of {}", spec.origin.display()),
                         source: e,
                     })
                 })?;
@@ -158,8 +156,9 @@ impl PerfRingSampler {
                             bytes / 1024
                         ),
                     },
-                    _ => Error::Setup {
- step: SetupStep::KernelSampling { cpu: Some(g.cpu), detail: format!("map the {} KiB perf ring", bytes / 1024) },
+                    _ => Error::KernelSampling {
+ cpu: Some(g.cpu),
+ detail: format!("map the {} KiB perf ring", bytes / 1024),
  source: e,
  },
                 })
@@ -244,11 +243,9 @@ fn perf_error(what: String, e: io::Error) -> Error {
             path: PathBuf::from(what),
             fix: permission_fix(),
         },
-        _ => Error::Setup {
-            step: SetupStep::KernelSampling {
-                cpu: None,
-                detail: format!("open {what}"),
-            },
+        _ => Error::KernelSampling {
+            cpu: None,
+            detail: format!("open {what}"),
             source: e,
         },
     }
@@ -277,11 +274,9 @@ impl KernelSampler for PerfRingSampler {
 
     fn start(&mut self) -> Result<()> {
         for (fd, g) in self.leaders.iter().zip(&self.plan.groups) {
-            perf_enable(fd.as_fd(), true).map_err(|e| Error::Setup {
-                step: SetupStep::KernelSampling {
-                    cpu: Some(g.cpu),
-                    detail: "start the sampling group".into(),
-                },
+            perf_enable(fd.as_fd(), true).map_err(|e| Error::KernelSampling {
+                cpu: Some(g.cpu),
+                detail: "start the sampling group".into(),
                 source: e,
             })?;
         }
@@ -292,11 +287,9 @@ impl KernelSampler for PerfRingSampler {
         // Disabling the leader stops the group; the overflow handler runs with
         // interrupts off on the group's CPU, where DISABLE runs too.
         for (fd, g) in self.leaders.iter().zip(&self.plan.groups) {
-            perf_enable(fd.as_fd(), false).map_err(|e| Error::Setup {
-                step: SetupStep::KernelSampling {
-                    cpu: Some(g.cpu),
-                    detail: "stop the sampling group".into(),
-                },
+            perf_enable(fd.as_fd(), false).map_err(|e| Error::KernelSampling {
+                cpu: Some(g.cpu),
+                detail: "stop the sampling group".into(),
                 source: e,
             })?;
         }
@@ -397,8 +390,8 @@ impl KernelSampler for PerfRingSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Domain, DomainId};
-    use crate::units::EnergyUnit;
+    use quietwatt_core::domain::{Domain, DomainId};
+    use quietwatt_core::units::EnergyUnit;
     use std::os::fd::FromRawFd;
 
     /// A file standing in for a perf event's ring: control page, then `pages` data

@@ -3,7 +3,7 @@
 use crate::cpuinfo::CpuInfo;
 use crate::error::Error;
 use crate::root::SysRoot;
-use crate::source::{probe_all, Mechanism, Probe, LIVENESS_WINDOW};
+use crate::{probe_all, Mechanism, Probe, LIVENESS_WINDOW};
 use serde::Serialize;
 
 /// The verdict on one mechanism.
@@ -230,7 +230,7 @@ fn diagnose_in_kernel(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> D
         Err(e) => e,
     };
     // Without RAPL, say whether the rest would work: the same code on software events.
-    let machinery = || match crate::source::inkernel::check_machinery(m) {
+    let machinery = || match crate::inkernel::check_machinery(m) {
         Ok(()) => MACHINERY_WORKS.to_string(),
         Err(e) => format!("; the in-kernel machinery fails here too: {e}"),
     };

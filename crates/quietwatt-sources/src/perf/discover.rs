@@ -3,12 +3,12 @@
 
 use super::{DEVICES, POWER_CORE_PMU, POWER_PMU};
 use crate::cpuinfo::CpuInfo;
-use crate::domain::{Domain, DomainId};
 use crate::error::{Error, Result};
 use crate::root::{read_trimmed, SysRoot};
-use crate::source::Mechanism;
 use crate::topology::{parse_cpu_list, Topology};
-use crate::units::EnergyUnit;
+use crate::Mechanism;
+use quietwatt_core::domain::{Domain, DomainId};
+use quietwatt_core::units::EnergyUnit;
 use std::path::PathBuf;
 
 // ---------------------------------------------------------------------------
@@ -396,8 +396,8 @@ pub(crate) fn check_real_kernel_has(root: &SysRoot) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::perf::PerfEvents;
-    use crate::source::Selection;
+    use crate::perf::PerfEvents;
+    use crate::Selection;
     use std::path::Path;
 
     const TWO_POW_MINUS_32: &str = "2.3283064365386962890625e-10\n";

@@ -2,8 +2,8 @@
 //! engine's own [`Overhead`](crate::overhead::Overhead): samples the kernel took and
 //! dropped, the BPF program's run time, drains and wake-ups a second.
 
-use super::{KernelCounts, KernelSide};
 use crate::overhead::{SamplerCounts, ThreadUsage};
+use crate::source::inkernel::{KernelCounts, KernelSide};
 use crate::source::Mechanism;
 use serde::Serialize;
 
@@ -92,7 +92,7 @@ impl KernelFigures {
             w.push(format!(
                 "perf-ring: the kernel throttled the sampling group {} time(s); since Linux 6.16 a \
                  throttle stops the whole group, energy events included, so the energy of the \
-                 throttled time was not counted: {fix}, or use --mechanism ebpf (its energy \
+                 throttled time was not counted: {fix}, or use the ebpf mechanism (its energy \
                  events are not in the clock's group)",
                 self.kernel.throttled
             ));

@@ -3,7 +3,7 @@
 
 use super::EventSpec;
 use crate::error::Error;
-use crate::source::Mechanism;
+use crate::Mechanism;
 use std::io;
 use std::path::Path;
 

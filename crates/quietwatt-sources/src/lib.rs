@@ -1,4 +1,9 @@
-//! The mechanisms that read RAPL counters, behind one trait.
+//! Where and how quietwatt reads RAPL: the root the system files are found under
+//! ([`root`]), the CPUs and packages ([`topology`]), the CPU model ([`cpuinfo`]) and
+//! the kernel's unit quirks ([`quirks`]); the mechanisms behind one trait
+//! ([`Source`]: [`powercap`], [`perf`], [`msr`], and the buffered [`inkernel`] ones);
+//! what each needs on this machine ([`doctor`], [`probe`]); and the errors of all of
+//! it ([`error`], typed, each saying what the caller can do).
 //!
 //! Each mechanism discovers its domains from the system under a [`SysRoot`] (never a
 //! hard-coded list) and reads raw counter values into a caller-provided buffer, so
@@ -7,20 +12,48 @@
 //! A source is [`Mode::Polled`] (powercap, perf, msr: the sampler reads it at each
 //! tick) or [`Mode::Buffered`] (ebpf, perf-ring: the kernel reads the counters at its
 //! own rate and queues the readings, which the sampler collects with
-//! [`Source::drain`] about once a second). Both go through the same engine
-//! ([`crate::record`], [`crate::command`]): one meter, one ring, one writer.
+//! [`Source::drain`] about once a second). Both go through the same engine (the
+//! `quietwatt` crate's recordings and sessions): one meter, one ring, one writer.
+//! This crate sits between the system calls (`quietwatt-sys`) and that engine, and
+//! knows nothing of sampling rates, rings or outputs.
+//!
+//! # Example
+//!
+//! ```
+//! use quietwatt_sources::{open, Selection, SysRoot};
+//!
+//! // The best mechanism this machine offers, or why there is none.
+//! match open(&SysRoot::default(), None, &Selection::all()) {
+//!     Ok(mut source) => {
+//!         let mut raw = vec![0; source.channels().len()];
+//!         source.read(&mut raw).expect("a reading");
+//!         for (c, r) in source.channels().iter().zip(&raw) {
+//!             println!("{}: {r} steps of {:?}", c.id, c.unit);
+//!         }
+//!     }
+//!     Err(e) => eprintln!("no RAPL here: {e} ({:?})", e.kind()),
+//! }
+//! ```
+#![deny(missing_docs)]
 
+pub mod cpuinfo;
+pub mod doctor;
+pub mod error;
 pub mod inkernel;
 pub mod msr;
 pub mod perf;
 pub mod powercap;
+pub mod quirks;
+pub mod root;
+pub mod topology;
 
-use crate::counter::{Counter, Plausible, Wrap};
-use crate::domain::{Domain, DomainId};
-use crate::error::{Error, Result};
-use crate::root::SysRoot;
-use crate::ticker::Hertz;
-use crate::units::{EnergyUnit, Watts};
+pub use error::{Error, ErrorKind, Result};
+pub use root::SysRoot;
+
+use quietwatt_core::counter::{Counter, Plausible, Wrap};
+use quietwatt_core::domain::{Domain, DomainId};
+use quietwatt_core::units::{EnergyUnit, Watts};
+use quietwatt_core::Hertz;
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -155,10 +188,24 @@ pub struct Reading<'a> {
     pub lost: u64,
 }
 
+/// What [`Source::label`] says of a source whose counters are software events
+/// standing in for RAPL (tests, benchmarks, `--stand-in` runs): its figures are
+/// not energy, and no report may say they were read through a real mechanism.
+pub const STAND_IN_LABEL: &str = "stand-in (software events, not energy)";
+
 /// A mechanism opened on a set of channels, ready to be read again and again.
 pub trait Source: Send {
-    /// Which mechanism this is.
+    /// Which mechanism this is; for a stand-in (software events or files read in
+    /// place of RAPL, in tests and benchmarks), the mechanism it costs the same as,
+    /// which is what placement and cost reasoning need. See [`Source::label`].
     fn mechanism(&self) -> Mechanism;
+
+    /// What reports and file metadata call this source: the mechanism's name, or
+    /// for a stand-in a name of its own, so that no figure measured on a stand-in
+    /// is labelled with a real mechanism.
+    fn label(&self) -> &'static str {
+        self.mechanism().name()
+    }
 
     /// The channels, in the order [`Source::read`] fills its buffer.
     fn channels(&self) -> &[Channel];
@@ -177,8 +224,7 @@ pub trait Source: Send {
     /// read twice appears twice); empty when no read is tied to a CPU (sysfs files,
     /// emulated devices). A perf event or an MSR of another CPU is read through an
     /// inter-processor interrupt, 80 times the cost of a local read on the
-    /// project's VM, so the sampler runs where these are
-    /// ([`crate::sampler::placement`]).
+    /// project's VM, so the engine's sampler runs where these are.
     fn read_cpus(&self) -> Vec<u32> {
         Vec::new()
     }
@@ -207,7 +253,7 @@ pub trait Source: Send {
 
     /// Buffered sources: what the kernel side did (samples taken, dropped, drains,
     /// the clock's gaps), for the self-accounting; `None` for a polled source.
-    fn kernel_side(&self) -> Option<crate::source::inkernel::KernelSide> {
+    fn kernel_side(&self) -> Option<crate::inkernel::KernelSide> {
         None
     }
 }
@@ -284,7 +330,7 @@ pub fn probe(root: &SysRoot, mechanism: Mechanism) -> Probe {
     if matches!(mechanism, Mechanism::Ebpf | Mechanism::PerfRing) {
         // Loads, attaches and reads once, without sampling. It reads the `power`
         // PMU's events, so whether they move is perf's answer.
-        let (result, notes) = crate::source::inkernel::probe(root, mechanism);
+        let (result, notes) = crate::inkernel::probe(root, mechanism);
         let moves = result.is_ok().then(|| {
             open_one(root, Mechanism::Perf, &Selection::all())
                 .and_then(|mut s| watch(s.as_mut(), LIVENESS_WINDOW))
@@ -405,8 +451,6 @@ fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<d
         Mechanism::Perf => Ok(Box::new(perf::PerfEvents::open(root, selection)?)),
         Mechanism::Msr => Ok(Box::new(msr::Msr::open(root, selection)?)),
         // Buffered in the kernel, at the default rates (`inkernel::open` takes others).
-        Mechanism::Ebpf | Mechanism::PerfRing => {
-            crate::source::inkernel::open_source(root, m, selection)
-        }
+        Mechanism::Ebpf | Mechanism::PerfRing => crate::inkernel::open_source(root, m, selection),
     }
 }

@@ -13,11 +13,11 @@
 //! registers through MMIO: they are listed as duplicates and never added.
 
 use super::{Channel, Mechanism, Selection, Source};
-use crate::counter::Wrap;
-use crate::domain::{Domain, DomainId, Socket};
 use crate::error::{Error, Result};
 use crate::root::{read_trimmed, SysRoot};
-use crate::units::{EnergyUnit, Watts};
+use quietwatt_core::counter::Wrap;
+use quietwatt_core::domain::{Domain, DomainId, Socket};
+use quietwatt_core::units::{EnergyUnit, Watts};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -21,7 +21,7 @@
 //! taken modulo 2^64, so it is itself a 64-bit counter that wraps like each part;
 //! per-core detail is not kept. (powercap's AMD `core` zone, by contrast, reads one
 //! core only.) More generally, [`PerfEvents::from_specs`] sums every spec that
-//! shares a [`DomainId`](crate::domain::DomainId).
+//! shares a [`DomainId`](quietwatt_core::domain::DomainId).
 //!
 //! **Wrap and update caveat.** The kernel accumulates each event into a 64-bit
 //! count, so the counter wraps at 2^64 ([`Wrap::PERF`]): at 2^-32 J per step that is
@@ -36,9 +36,10 @@
 //! (`cpu-clock`) on machines without RAPL.
 
 use super::{Channel, Mechanism, Selection, Source};
-use crate::counter::Wrap;
 use crate::error::{Error, Result};
 use crate::root::SysRoot;
+use crate::STAND_IN_LABEL;
+use quietwatt_core::counter::Wrap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
@@ -62,7 +63,7 @@ pub use open::{open_counting_event, permission_fix, read_count};
 // ---------------------------------------------------------------------------
 // The source.
 
-/// Open perf counting events, one per (event, CPU), summed per [`DomainId`](crate::domain::DomainId).
+/// Open perf counting events, one per (event, CPU), summed per [`DomainId`](quietwatt_core::domain::DomainId).
 pub struct PerfEvents {
     channels: Vec<Channel>,
     fds: Vec<OwnedFd>,
@@ -73,6 +74,8 @@ pub struct PerfEvents {
     /// The CPU each descriptor's event was opened on.
     cpus: Vec<u32>,
     notes: Vec<String>,
+    /// Every event is a software event (a stand-in for RAPL in tests and benchmarks).
+    stand_in: bool,
 }
 
 impl PerfEvents {
@@ -87,8 +90,13 @@ impl PerfEvents {
     }
 
     /// Opens explicit events (any PMU, software events included). Specs that share
-    /// a [`DomainId`](crate::domain::DomainId) are summed into one channel, so they must share a unit.
+    /// a [`DomainId`](quietwatt_core::domain::DomainId) are summed into one channel, so they must share a unit.
     pub fn from_specs(specs: Vec<EventSpec>) -> Result<PerfEvents> {
+        // No RAPL PMU is the software PMU: such events only stand in for energy.
+        let software = !specs.is_empty()
+            && specs
+                .iter()
+                .all(|s| s.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE);
         let mut channels: Vec<Channel> = Vec::new();
         let mut members: Vec<usize> = Vec::new();
         let mut fds = Vec::with_capacity(specs.len());
@@ -139,6 +147,7 @@ impl PerfEvents {
             }
         }
         Ok(PerfEvents {
+            stand_in: software,
             channels,
             fds,
             slots,
@@ -157,6 +166,14 @@ impl PerfEvents {
 impl Source for PerfEvents {
     fn mechanism(&self) -> Mechanism {
         Mechanism::Perf
+    }
+
+    fn label(&self) -> &'static str {
+        if self.stand_in {
+            STAND_IN_LABEL
+        } else {
+            Mechanism::Perf.name()
+        }
     }
 
     fn channels(&self) -> &[Channel] {
@@ -191,13 +208,12 @@ impl Source for PerfEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Domain, DomainId};
-    use crate::meter::Meter;
     use crate::topology::Topology;
-    use crate::units::EnergyUnit;
     use perf_event_open_sys::bindings::{
         PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK, PERF_TYPE_SOFTWARE,
     };
+    use quietwatt_core::domain::{Domain, DomainId};
+    use quietwatt_core::units::EnergyUnit;
     use std::io;
     use std::path::Path;
     use std::time::{Duration, Instant};
@@ -246,25 +262,28 @@ mod tests {
             );
         }
 
-        // The same through a Meter: the 1e-9 scale turns ns into "joules" = seconds.
+        // Summed into one channel: the 1e-9 scale turns ns into "joules" = seconds.
         let specs = cpus.iter().map(|&cpu| cpu_clock(0, cpu)).collect();
-        let summed = PerfEvents::from_specs(specs).unwrap();
+        let mut summed = PerfEvents::from_specs(specs).unwrap();
         assert_eq!(summed.channels().len(), 1);
         assert_eq!(summed.event_count(), cpus.len());
-        let mut meter = Meter::new(Box::new(summed));
+        // Software events are no energy: the source says it stands in.
+        assert_eq!(summed.label(), crate::STAND_IN_LABEL);
+        assert_eq!(summed.mechanism(), Mechanism::Perf);
+        assert_eq!(summed.channels()[0].id.socket, quietwatt_core::Socket(0));
+        let (mut a, mut b) = ([0u64; 1], [0u64; 1]);
         let t0 = Instant::now();
-        meter.sample().unwrap();
+        summed.read(&mut a).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        meter.sample().unwrap();
+        summed.read(&mut b).unwrap();
         let secs = t0.elapsed().as_secs_f64();
-        let report = meter.report();
-        let j = report.domains[0].energy_j.0;
+        let c = &summed.channels()[0];
+        let j = c.unit.to_joules(u128::from(c.wrap.delta(a[0], b[0]))).0;
         let n = cpus.len() as f64;
         assert!(
             j > 0.75 * n * secs && j < 1.25 * n * secs,
             "{n} CPUs summed to {j} s in {secs} s"
         );
-        assert_eq!(report.domains[0].socket, 0);
     }
 
     #[test]

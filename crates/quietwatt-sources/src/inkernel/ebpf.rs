@@ -27,12 +27,12 @@ use super::{
     bpf_permission_fix, cpu_clock_attr, perf_enable, perf_open, period_ns, rename, ring_bytes,
     KernelCounts, KernelSample, KernelSampler, Plan, MAX_DOMAINS,
 };
-use crate::error::{Error, Result, SetupStep};
-use crate::source::perf::{open_counting_event, read_count};
-use crate::source::{Channel, Mechanism};
-use crate::ticker::Hertz;
+use crate::error::{Error, Result};
+use crate::perf::{open_counting_event, read_count};
+use crate::{Channel, Mechanism};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use quietwatt_core::Hertz;
 use quietwatt_sys::ring::BpfRing;
 use std::cell::RefCell;
 use std::io;
@@ -131,11 +131,9 @@ fn io_error(what: String, e: io::Error) -> Error {
             fix: bpf_permission_fix(),
         };
     }
-    Error::Setup {
-        step: SetupStep::KernelSampling {
-            cpu: None,
-            detail: what,
-        },
+    Error::KernelSampling {
+        cpu: None,
+        detail: what,
         source: e,
     }
 }
@@ -186,7 +184,7 @@ impl<'obj> EbpfSampler<'obj> {
                             path: spec.origin.clone(),
                             fix: bpf_permission_fix(),
                         },
-                        _ => rename(crate::source::perf::open_error(spec, e), Mechanism::Ebpf),
+                        _ => rename(crate::perf::open_error(spec, e), Mechanism::Ebpf),
                     },
                 )?;
                 members.push(fd);

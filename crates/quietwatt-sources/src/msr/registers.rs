@@ -1,10 +1,10 @@
 //! The RAPL registers and the `/dev/cpu/N/msr` device they are read through: one
 //! `pread` per register, and what its errors mean.
 
-use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::root::SysRoot;
-use crate::source::Mechanism;
+use crate::Mechanism;
+use quietwatt_core::domain::Domain;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;

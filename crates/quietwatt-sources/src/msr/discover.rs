@@ -2,13 +2,13 @@
 //! and model.
 
 use crate::cpuinfo::{CpuInfo, Vendor};
-use crate::domain::{Domain, DomainId, Socket};
 use crate::error::{Error, Result};
 use crate::quirks;
 use crate::root::SysRoot;
-use crate::source::Mechanism;
 use crate::topology::{Cpu, Topology};
-use crate::units::EnergyUnit;
+use crate::Mechanism;
+use quietwatt_core::domain::{Domain, DomainId, Socket};
+use quietwatt_core::units::EnergyUnit;
 use std::fs::File;
 use std::path::PathBuf;
 

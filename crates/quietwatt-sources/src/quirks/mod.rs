@@ -41,8 +41,8 @@
 //! Where [`QUIRKS`] and these tables must agree, the unit tests check it.
 
 use crate::cpuinfo::{CpuInfo, Vendor};
-use crate::domain::Domain;
-use crate::units::EnergyUnit;
+use quietwatt_core::domain::Domain;
+use quietwatt_core::units::EnergyUnit;
 use serde::Serialize;
 
 /// An exception to "the unit register's ESU applies to every domain".

@@ -1,8 +1,8 @@
 //! Online CPUs and the package (and die) of each, read from sysfs under the root.
 
-use crate::domain::Socket;
 use crate::error::{Error, Result};
 use crate::root::SysRoot;
+use quietwatt_core::domain::Socket;
 
 /// One online CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,9 +17,9 @@
 
 use super::{period_ns, KernelCounts, KernelSample, KernelSampler};
 use crate::error::Result;
-use crate::source::{Channel, Mechanism, Mode, Reading, Source};
-use crate::ticker::monotonic_ns;
-use crate::ticker::Hertz;
+use crate::{Channel, Mechanism, Mode, Reading, Source};
+use quietwatt_core::Hertz;
+use quietwatt_sys::clock::monotonic_ns;
 use std::ptr::NonNull;
 
 /// What the kernel side of a buffered source did over a recording.
@@ -110,10 +110,17 @@ pub struct KernelSource {
     /// Room for the last reading's events, taken at open: the last drain allocates
     /// nothing either.
     last: Vec<u64>,
+    /// Every event is a software event standing in for RAPL.
+    stand_in: bool,
 }
 
 impl KernelSource {
-    pub(crate) fn new(sampler: Box<dyn KernelSampler>, keep: Keep, drain: Hertz) -> KernelSource {
+    pub(crate) fn new(
+        sampler: Box<dyn KernelSampler>,
+        keep: Keep,
+        drain: Hertz,
+        stand_in: bool,
+    ) -> KernelSource {
         let events = sampler.event_count();
         let mut event_channel = Vec::with_capacity(events);
         let mut first_event = Vec::with_capacity(sampler.group_channels().len());
@@ -143,6 +150,7 @@ impl KernelSource {
             fold,
             drain,
             last: vec![0; events],
+            stand_in,
         }
     }
 
@@ -156,6 +164,14 @@ impl KernelSource {
 impl Source for KernelSource {
     fn mechanism(&self) -> Mechanism {
         self.sampler.mechanism()
+    }
+
+    fn label(&self) -> &'static str {
+        if self.stand_in {
+            crate::STAND_IN_LABEL
+        } else {
+            self.sampler.mechanism().name()
+        }
     }
 
     fn channels(&self) -> &[Channel] {
