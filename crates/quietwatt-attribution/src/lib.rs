@@ -57,6 +57,24 @@ pub use names::{Names, OwnCgroup};
 pub use sink::{AttributionSink, EntityTotal, LongFormat, SliceSource, Totals};
 pub use timeline::{By, Entity, Running, Slice, Timeline, Usage};
 
+/// Whether this machine has a hardware PMU that counts cycles (a CPU-cycles perf
+/// event opens on CPU 0): where it does, cycles could weight the share instead of
+/// CPU time (not implemented: the project's VM has no PMU to test it on).
+pub fn cycles_available() -> bool {
+    // PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES.
+    quietwatt_sys::perf::open_counting_event(0, 0, 0).is_ok()
+}
+
+/// How the split weighs what ran, for the output's metadata: CPU time, and whether
+/// a PMU that could weight by cycles was detected.
+pub fn weight_label() -> &'static str {
+    if cycles_available() {
+        "CPU time (a hardware PMU counting cycles was detected; weighting by cycles is not implemented)"
+    } else {
+        "CPU time (no hardware PMU here: cycles cannot weight the share)"
+    }
+}
+
 /// Each CPU's package (socket number), indexed by CPU, from the topology under
 /// `root` (the one the energy is read under).
 pub fn cpu_sockets(root: &quietwatt::SysRoot) -> Result<Vec<Option<u32>>> {

@@ -308,6 +308,7 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
         fields.push(("units".into(), COLUMNS.into()));
         fields.push(("attribution".into(), by.into()));
         fields.push(("idle_power".into(), self.idle.label()));
+        fields.push(("attribution_weight".into(), crate::weight_label().into()));
         fields.push((
             "attribution_model".into(),
             "each package interval's energy less its idle part is split by CPU time among \

@@ -52,6 +52,8 @@ fn record_attribute_conserves_every_row_and_adds_up_to_the_recorded_energy() {
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("# attribution: cgroup"));
     assert!(text.contains("# idle_power: configured: 10 W per package"));
+    // Whether cycles could weight the share is detected and said.
+    assert!(text.contains("# attribution_weight: CPU time ("));
     let mut rows: BTreeMap<u64, (i128, Option<i128>)> = BTreeMap::new();
     let mut header = None;
     for line in text.lines().filter(|l| !l.starts_with('#')) {
