@@ -616,4 +616,54 @@ mod tests {
         assert_eq!(t.entities[&Entity::Process(GONE)].total_uj(), 30_000);
         assert_eq!(t.dropped_slices, 5);
     }
+
+    /// JSON Lines: the metadata on the first line, then one object per row, each
+    /// parsing, with the same figures as the CSV.
+    #[test]
+    fn jsonl_rows_parse_and_carry_the_same_split() {
+        let buf = Buf::default();
+        let mut sink = AttributionSink::new(
+            buf.clone(),
+            LongFormat::Jsonl,
+            By::Process,
+            IdlePower::Configured(10.0),
+            vec![Some(0), Some(0)],
+            Box::new(Scripted { given: false }),
+            Names::under(None),
+        );
+        let meta = Metadata {
+            fields: vec![("tool".into(), "test".into())],
+            anchor: ClockAnchor {
+                unix_ns: 0,
+                monotonic_ns: 0,
+            },
+        };
+        sink.begin(&meta, &[channel(Domain::Package)]).unwrap();
+        let energy = [Joules(0.015)];
+        sink.sample(&Sample {
+            t_ns: 1_001_000,
+            interval_ns: 1_000_000,
+            missed: 0,
+            merged: 0,
+            freq_hz: 1000.0,
+            marks: Default::default(),
+            energy: &energy,
+        })
+        .unwrap();
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["meta"]["attribution"], "process");
+        assert_eq!(lines[1]["kind"], "process");
+        assert_eq!(lines[1]["id"], u64::from(GONE));
+        assert_eq!(lines[1]["name"], "busy");
+        assert_eq!(lines[1]["joules"].as_f64(), Some(0.01));
+        assert_eq!(lines[2]["kind"], "unattributed");
+        assert!(lines[2]["id"].is_null());
+        assert_eq!(lines[3]["kind"], "total");
+        assert_eq!(lines[3]["cpu_ns"], 2_000_000);
+        assert_eq!(lines.len(), 4, "no dram rows without a DRAM channel");
+    }
 }

@@ -102,3 +102,39 @@ fn top_lists_a_busy_process_switches_to_cgroups_and_quits() {
     busy.kill().unwrap();
     busy.wait().unwrap();
 }
+
+/// Without a terminal (a pipe), `top -n 2` prints two screens and exits 0: no key
+/// is read, nothing waits for one.
+#[test]
+fn top_without_a_terminal_stops_after_its_iterations() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
+    config.power.follow = Some(LoadFollowing::new(10.0, 5.0));
+    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
+    let m = common::mount(config);
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "top",
+            "-d",
+            "0.2",
+            "-n",
+            "2",
+            "--by",
+            "cgroup",
+            "--idle-watts",
+            "fit",
+        ],
+    );
+    let out = common::stdout(&o);
+    assert!(
+        o.status.success(),
+        "top -n 2 failed (root and a kernel with BTF needed):\n{}",
+        common::stderr(&o)
+    );
+    assert_eq!(out.matches("quietwatt top - package").count(), 2, "{out}");
+    assert!(
+        out.contains("by cgroup") && out.contains("idle power fitted"),
+        "{out}"
+    );
+}
