@@ -11,7 +11,12 @@
 //! exporter loses the CPU time of a process's last window when it exits). Both
 //! methods set the same 10 W idle part apart and split the rest.
 //!
-//! Run as root: `cargo run -p quietwatt-attribution --example accuracy [RUNS]`.
+//! With `exit`, the processes run 9.5 s and exit, as processes do: procfs then
+//! loses what each ran since its last window's read (its /proc entry is gone once
+//! it is reaped, which a reaper thread does at once, after reading its final
+//! `schedstat`, the truth).
+//!
+//! Run as root: `cargo run -p quietwatt-attribution --example accuracy [RUNS] [exit]`.
 
 use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Metadata, Sink};
@@ -29,10 +34,16 @@ const IDLE_W: f64 = 10.0;
 const PER_CPU_W: f64 = 5.0;
 const RUN_S: u64 = 10;
 
-fn spin(cpu: usize, busy_ms: u32) -> Child {
-    // busy_ms of every 10 ms for RUN_S s, then sleep until killed.
+fn spin(cpu: usize, busy_ms: u32, exit: bool) -> Child {
+    // busy_ms of every 10 ms for RUN_S s (9.5 s with `exit`), then sleep until
+    // killed, or exit.
+    let (run, then) = if exit {
+        (RUN_S as f64 - 0.5, "")
+    } else {
+        (RUN_S as f64, "time.sleep(1e6)\n")
+    };
     let script = format!(
-        "import time\nend=time.time()+{RUN_S}\nwhile time.time()<end:\n t=time.time()\n while time.time()-t<{b}: pass\n time.sleep({s})\ntime.sleep(1e6)\n",
+        "import time\nend=time.time()+{run}\nwhile time.time()<end:\n t=time.time()\n while time.time()-t<{b}: pass\n time.sleep({s})\n{then}",
         b = f64::from(busy_ms) / 1000.0,
         s = f64::from(10 - busy_ms) / 1000.0
     );
@@ -107,7 +118,30 @@ struct Read {
     procs: [u64; 2],
 }
 
-fn once() -> [[f64; 4]; 2] {
+/// Waits until `pid` has exited (a zombie), reads its final CPU time (ns,
+/// `/proc/PID/schedstat`), and reaps it, as a parent does at once: from then on
+/// /proc has no entry for it, which is what a procfs exporter meets.
+fn reap_when_done(pid: u32) -> u64 {
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, a)| a.split_whitespace().next());
+        if state == Some("Z") || stat.is_empty() {
+            let ns = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0);
+            let mut status = 0;
+            // SAFETY: waits for our own child; status is a local.
+            unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+            return ns;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn once(exit: bool) -> [[f64; 4]; 2] {
     let dir = tempfile::tempdir().unwrap();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus as u32);
@@ -135,8 +169,9 @@ fn once() -> [[f64; 4]; 2] {
     let (pids, truth_ns, reads) = std::thread::scope(|s| {
         let h = s.spawn(|| {
             std::thread::sleep(Duration::from_millis(500));
-            let mut kids = [spin(0, 8), spin(cpus - 1, 3)];
+            let mut kids = [spin(0, 8, exit), spin(cpus - 1, 3, exit)];
             let pids = [kids[0].id(), kids[1].id()];
+            let reapers = exit.then(|| pids.map(|p| std::thread::spawn(move || reap_when_done(p))));
             let mut reads = Vec::new();
             let start = Instant::now();
             for w in 0..=RUN_S + 1 {
@@ -149,11 +184,16 @@ fn once() -> [[f64; 4]; 2] {
                     procs: [proc_ticks(pids[0]), proc_ticks(pids[1])],
                 });
             }
-            let truth = [schedstat_ns(pids[0]), schedstat_ns(pids[1])];
-            for k in &mut kids {
-                let _ = k.kill();
-                let _ = k.wait();
-            }
+            let truth = if let Some([a, b]) = reapers {
+                [a.join().unwrap_or(0), b.join().unwrap_or(0)]
+            } else {
+                let t = [schedstat_ns(pids[0]), schedstat_ns(pids[1])];
+                for k in &mut kids {
+                    let _ = k.kill();
+                    let _ = k.wait();
+                }
+                t
+            };
             (pids, truth, reads)
         });
         let stop = AtomicBool::new(false);
@@ -205,11 +245,12 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(3);
+    let exit = std::env::args().nth(2).as_deref() == Some("exit");
     println!("run | process | truth (J) | attribution (J) | err % | procfs 1 s (J) | err % | procfs 5 s (J) | err %");
     println!("---|---|---:|---:|---:|---:|---:|---:|---:");
     let mut abs = [[0.0f64; 3]; 2];
     for r in 0..runs {
-        let res = once();
+        let res = once(exit);
         for (i, name) in ["A 80 % CPU0", "B 30 % last CPU"].iter().enumerate() {
             let [truth, ours, p1, p5] = res[i];
             let e = |x: f64| 100.0 * (x - truth) / truth;
