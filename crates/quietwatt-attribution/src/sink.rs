@@ -106,6 +106,29 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// The `n` entities that used the most energy (ties: the most CPU time, then
+    /// the entity), and everything else added up as one "other": a bounded number
+    /// of series however many processes or cgroups ran (what an exporter needs).
+    /// The parts plus "other" add up to the entities' total exactly.
+    pub fn top(&self, n: usize) -> (Vec<(Entity, EntityTotal)>, EntityTotal) {
+        let mut all: Vec<(Entity, EntityTotal)> =
+            self.entities.iter().map(|(e, t)| (*e, *t)).collect();
+        all.sort_by(|a, b| {
+            (b.1.total_uj(), b.1.cpu_ns)
+                .cmp(&(a.1.total_uj(), a.1.cpu_ns))
+                .then(a.0.cmp(&b.0))
+        });
+        let rest = all.split_off(n.min(all.len()));
+        let other = rest
+            .iter()
+            .fold(EntityTotal::default(), |acc, (_, t)| EntityTotal {
+                dynamic_uj: acc.dynamic_uj + t.dynamic_uj,
+                idle_uj: acc.idle_uj + t.idle_uj,
+                cpu_ns: acc.cpu_ns + t.cpu_ns,
+            });
+        (all, other)
+    }
+
     /// Σ entities + unattributed, µJ: equal to [`Totals::energy_uj`].
     pub fn accounted_uj(&self) -> u64 {
         self.entities
@@ -615,6 +638,37 @@ mod tests {
         );
         assert_eq!(t.entities[&Entity::Process(GONE)].total_uj(), 30_000);
         assert_eq!(t.dropped_slices, 5);
+    }
+
+    #[test]
+    fn top_n_plus_other_is_bounded_and_adds_up() {
+        let mut t = Totals::default();
+        for i in 0..100u32 {
+            t.entities.insert(
+                Entity::Process(i),
+                EntityTotal {
+                    dynamic_uj: u64::from(i) * 10,
+                    idle_uj: 1,
+                    cpu_ns: 5,
+                },
+            );
+        }
+        let (top, other) = t.top(3);
+        let ids: Vec<Entity> = top.iter().map(|(e, _)| *e).collect();
+        assert_eq!(
+            ids,
+            [
+                Entity::Process(99),
+                Entity::Process(98),
+                Entity::Process(97)
+            ]
+        );
+        let all: u64 = t.entities.values().map(EntityTotal::total_uj).sum();
+        let got: u64 = top.iter().map(|(_, e)| e.total_uj()).sum::<u64>() + other.total_uj();
+        assert_eq!(got, all);
+        assert_eq!(other.cpu_ns, 97 * 5);
+        let (top, other) = t.top(1000);
+        assert_eq!((top.len(), other), (100, EntityTotal::default()));
     }
 
     /// JSON Lines: the metadata on the first line, then one object per row, each

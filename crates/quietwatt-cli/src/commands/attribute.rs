@@ -141,8 +141,7 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
     warn_dropped(&t);
     note_fit(&t);
     let mut names = Names::new();
-    let mut top: Vec<(&Entity, &quietwatt_attribution::EntityTotal)> = t.entities.iter().collect();
-    top.sort_by_key(|(_, e)| std::cmp::Reverse(e.total_uj()));
+    let (top, other) = t.top(n);
     eprintln!();
     eprintln!(
         " Attributed {:.3} J of {:.3} J measured (package; {:.3} J unattributed: idle CPUs and nothing seen):",
@@ -155,16 +154,7 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
         "  {:>10}  {:<32} {:>12} {:>12} {:>12} {:>10}",
         "id", "name", "joules", "dynamic", "idle share", "cpu (s)"
     );
-    for (e, v) in top.iter().take(n) {
-        let (id, name) = match **e {
-            Entity::Process(p) => (p.to_string(), names.process(p).to_string()),
-            Entity::Cgroup(c) => (
-                c.to_string(),
-                names
-                    .cgroup(c)
-                    .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
-            ),
-        };
+    let row = |id: &str, name: &str, v: &quietwatt_attribution::EntityTotal| {
         eprintln!(
             "  {id:>10}  {name:<32} {:>12.6} {:>12.6} {:>12.6} {:>10.3}",
             j(v.total_uj()),
@@ -172,11 +162,31 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
             j(v.idle_uj),
             v.cpu_ns as f64 / 1e9
         );
+    };
+    for (e, v) in &top {
+        let (id, name) = entity_name(&mut names, *e);
+        row(&id, &name, v);
     }
-    if top.len() > n {
-        eprintln!("  ... and {} more", top.len() - n);
+    if t.entities.len() > top.len() {
+        row(
+            "",
+            &format!("({} others)", t.entities.len() - top.len()),
+            &other,
+        );
     }
     eprintln!();
+}
+
+fn entity_name(names: &mut Names, e: Entity) -> (String, String) {
+    match e {
+        Entity::Process(p) => (p.to_string(), names.process(p).to_string()),
+        Entity::Cgroup(c) => (
+            c.to_string(),
+            names
+                .cgroup(c)
+                .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
+        ),
+    }
 }
 
 fn note_fit(t: &Totals) {
@@ -203,29 +213,34 @@ fn warn_dropped(t: &Totals) {
 pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
     let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut names = Names::new();
-    let mut top: Vec<(&Entity, &quietwatt_attribution::EntityTotal)> = t.entities.iter().collect();
-    top.sort_by_key(|(_, e)| std::cmp::Reverse(e.total_uj()));
-    let entities: Vec<serde_json::Value> = top
-        .iter()
-        .take(n)
-        .map(|(e, v)| {
-            let (kind, id, name) = match **e {
-                Entity::Process(p) => ("process", u64::from(p), names.process(p).to_string()),
-                Entity::Cgroup(c) => (
-                    "cgroup",
-                    c,
-                    names
-                        .cgroup(c)
-                        .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
-                ),
-            };
+    let (top, other) = t.top(n);
+    let entry =
+        |kind: &str, id: Option<String>, name: String, v: &quietwatt_attribution::EntityTotal| {
             serde_json::json!({
                 "kind": kind, "id": id, "name": name,
                 "joules": j(v.total_uj()), "dynamic_j": j(v.dynamic_uj),
                 "idle_j": j(v.idle_uj), "cpu_s": v.cpu_ns as f64 / 1e9,
             })
+        };
+    let mut entities: Vec<serde_json::Value> = top
+        .iter()
+        .map(|(e, v)| {
+            let kind = match e {
+                Entity::Process(_) => "process",
+                Entity::Cgroup(_) => "cgroup",
+            };
+            let (id, name) = entity_name(&mut names, *e);
+            entry(kind, Some(id), name, v)
         })
         .collect();
+    if t.entities.len() > top.len() {
+        entities.push(entry(
+            "other",
+            None,
+            format!("{} others", t.entities.len() - top.len()),
+            &other,
+        ));
+    }
     serde_json::json!({
         "package_j": j(t.energy_uj),
         "idle_part_j": j(t.idle_uj),
