@@ -73,7 +73,7 @@ pub const SCHEMA: &str = "message quietwatt_recording {
 pub const METADATA_KEY: &str = "quietwatt.recording";
 
 /// Rows held in memory at most: past this many a row group is written at once,
-/// whatever the rules of [`ParquetSink::flush`] say (a bound on memory: about 12 MiB).
+/// whatever the rules of [`ParquetSink::flush`] say (a bound on memory: about 20 MiB).
 const MAX_ROWS: usize = 1 << 18;
 
 /// A row group is due once it covers this fraction of the time recorded so far.

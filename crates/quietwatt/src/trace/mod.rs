@@ -1,7 +1,7 @@
 //! Recordings read back and converted for a trace viewer.
 //!
-//! [`EnergyFile`] reads the energy file of `quietwatt record` (CSV or JSON Lines),
-//! [`EventsFile`] the events file written beside it (`<stem>.events.csv`), and
+//! [`EnergyFile`] reads the energy file of `quietwatt record` (CSV, JSON Lines or
+//! Parquet), [`EventsFile`] the events file written beside it (`<stem>.events.csv`), and
 //! [`chrome`] turns both into the Chrome JSON trace format, which Perfetto UI and
 //! `chrome://tracing` open. Both files carry CLOCK_MONOTONIC nanoseconds, so they
 //! share one timeline without any alignment step.
