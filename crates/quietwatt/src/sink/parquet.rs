@@ -33,10 +33,12 @@
 //! written again after each: row groups at every flush (twice a second) would make a
 //! long recording rewrite megabytes of footers a second. A row group is written at
 //! the first flush after it holds at least as many bytes as the footer that must be
-//! written after it (so footers never cost more writes than the data), or covers at
-//! least a twentieth of the time recorded so far (so that at slow rates it never
-//! waits long): a kill loses at most 5 % of the recording's time, plus one flush,
-//! and at high rates far less. `finish` writes the last rows and the final footer.
+//! written after it (so that, where this rule decides, footers cost fewer writes
+//! than the data), or covers at least a twentieth of the time recorded so far (so
+//! that at slow rates it never waits long; footers may then cost more than the data,
+//! which is little there): a kill loses at most 5 % of the recording's time, plus
+//! one flush, and at high rates far less (BENCHMARKS.md has the figures).
+//! `finish` writes the last rows and the final footer.
 
 use super::{Metadata, Sample, Sink};
 use crate::counter::StepKind;
