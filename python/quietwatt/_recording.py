@@ -10,6 +10,8 @@ from ._errors import BadArgument
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+_COLUMNS = ["timestamp_ns", "socket", "domain", "energy_j", "power_w", "missed", "merged", "freq_hz", "counter"]
+
 
 def _csv_metadata(path: str) -> Tuple[Dict[str, Any], int]:
     """The ``# key: value`` lines before the header, and how many there are."""
@@ -68,24 +70,81 @@ def _read_jsonl(path: str, pd: Any) -> Any:
             meta = obj["metadata"]
         else:
             rows.append(obj)
-    cols = ["timestamp_ns", "socket", "domain", "energy_j", "power_w", "missed", "merged", "freq_hz", "counter"]
-    df = pd.DataFrame.from_records(rows, columns=cols)
+    df = pd.DataFrame.from_records(rows, columns=_COLUMNS)
     df["counter"] = df["counter"].astype("string")
     df.attrs.update(meta)
     df.attrs["warnings"] = warnings
     return df
 
 
+# The key of the Parquet key-value metadata that holds the JSON metadata object
+# (the first line of a JSON Lines recording).
+_PARQUET_METADATA_KEY = "quietwatt.recording"
+
+
+def _pyarrow_parquet() -> Any:
+    """``pyarrow.parquet``, or None when pyarrow is not installed."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    return pq
+
+
+def _parquet_columns(path: str) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """The columns (as NumPy arrays) and the key-value metadata of a Parquet file:
+    through pyarrow when it is installed (what pandas itself reads Parquet with),
+    else polars (which needs no pyarrow for this)."""
+    pq = _pyarrow_parquet()
+    if pq is not None:
+        table = pq.read_table(path)
+        kv = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        return {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}, kv
+    try:
+        import polars as pl
+    except ImportError as e:
+        raise ImportError("reading a Parquet recording needs polars or pyarrow: pip install polars") from e
+    frame = pl.read_parquet(path)
+    return {c: frame[c].to_numpy() for c in frame.columns}, dict(pl.read_parquet_metadata(path))
+
+
+def _read_parquet(path: str, pd: Any) -> Any:
+    try:
+        columns, kv = _parquet_columns(path)
+    except ImportError:
+        raise
+    except Exception as e:  # OSError, and the engines' own classes (polars.ComputeError, ...)
+        raise BadArgument(f"{path}: not a readable Parquet file ({e}): not a quietwatt recording?") from e
+    missing = [c for c in _COLUMNS if c not in columns]
+    if missing:
+        raise BadArgument(f"{path}: no {', '.join(missing)} column: not a quietwatt recording")
+    df = pd.DataFrame({c: columns[c] for c in _COLUMNS})
+    # The file's unsigned columns (socket, missed, merged are u32 in quietwatt) as
+    # the CSV and JSON Lines readers give them: int64, where `x - 1` cannot wrap.
+    for c in ("socket", "missed", "merged"):
+        df[c] = df[c].astype("int64")
+    df["counter"] = df["counter"].astype("string")
+    meta = kv.get(_PARQUET_METADATA_KEY)
+    if meta is not None:
+        df.attrs.update(json.loads(meta))
+    else:
+        df.attrs.update(kv)
+    df.attrs["warnings"] = []
+    return df
+
+
 def read_recording(path: PathLike, format: str = "auto") -> Any:
-    """A recording of ``quietwatt record`` (CSV or JSON Lines) as a pandas
+    """A recording of ``quietwatt record`` (CSV, JSON Lines or Parquet) as a pandas
     DataFrame: one row per sample and counter (``timestamp_ns``, ``socket``,
     ``domain``, ``energy_j``, ``power_w``, ``missed``, ``merged``, ``freq_hz``,
     ``counter``), its metadata (mechanism, rate, CPU, clock anchor, channels,
-    ``emulated``) in ``.attrs``.
+    ``emulated``) in ``.attrs``. Whatever the format, the integer columns are
+    int64 and ``counter`` a string column (NA where the counter did nothing).
 
-    The format follows the extension (``.csv``, ``.jsonl``/``.ndjson``) unless
-    ``format=`` says. A last line cut by a kill is left out and named in
-    ``.attrs["warnings"]``; every complete row is kept.
+    The format follows the extension (``.csv``, ``.jsonl``/``.ndjson``,
+    ``.parquet``) unless ``format=`` says. A last line cut by a kill is left out
+    and named in ``.attrs["warnings"]``; every complete row is kept. Parquet is
+    read with pyarrow when it is installed, else with polars.
     """
     try:
         import pandas as pd
@@ -95,13 +154,17 @@ def read_recording(path: PathLike, format: str = "auto") -> Any:
     fmt = format.lower()
     if fmt == "auto":
         ext = os.path.splitext(path)[1].lower()
-        fmt = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}.get(ext, "")
+        fmt = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet"}.get(ext, "")
         if not fmt:
-            raise BadArgument(f"{path}: cannot tell the format from the extension: pass format='csv' or format='jsonl'")
+            raise BadArgument(
+                f"{path}: cannot tell the format from the extension: pass format='csv', 'jsonl' or 'parquet'"
+            )
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such recording")
     if fmt == "csv":
         return _read_csv(path, pd)
     if fmt == "jsonl":
         return _read_jsonl(path, pd)
-    raise BadArgument(f"format={format!r}: quietwatt records 'csv' and 'jsonl'")
+    if fmt == "parquet":
+        return _read_parquet(path, pd)
+    raise BadArgument(f"format={format!r}: quietwatt records 'csv', 'jsonl' and 'parquet'")

@@ -72,6 +72,12 @@ def test_exports_and_the_recording_metadata_match_their_schemas(cli, emu, tmp_pa
     rec = tmp_path / "r.jsonl"
     run(cli, "--root", emu.root, "record", "-o", str(rec), "--duration", "0.1")
     validate("recording", json.loads(rec.read_text().splitlines()[0])["metadata"])
+    # A Parquet recording's key-value metadata holds the same object.
+    import polars as pl
+
+    rec = tmp_path / "r.parquet"
+    run(cli, "--root", emu.root, "record", "-o", str(rec), "--duration", "0.1")
+    validate("recording", json.loads(pl.read_parquet_metadata(rec)["quietwatt.recording"]))
 
 
 def test_bench_wakeup_and_model_validate_match_their_schemas(cli, emu, tmp_path):

@@ -409,25 +409,43 @@ fn the_extension_chooses_the_format_unless_format_says_otherwise() {
 }
 
 #[test]
-fn parquet_and_unknown_extensions_are_refused_before_anything_is_written() {
+fn unknown_extensions_and_parquet_on_stdout_are_refused_before_anything_is_written() {
     let m = mount(EmulatorConfig::default());
     let dir = tempfile::tempdir().unwrap();
-    for (name, says) in [
-        ("r.parquet", "cannot write Parquet"),
-        ("r.txt", "'.txt' is not a format"),
-    ] {
-        let out = dir.path().join(name);
-        let o = quietwatt(
-            m.root(),
-            &["record", "--duration", "0.1", "-o", out.to_str().unwrap()],
-        );
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(err.contains(says), "{err}");
-        assert!(err.contains("csv") && err.contains("jsonl"), "{err}");
-        assert!(!err.contains("EMULATED"), "refused after mounting: {err}");
-        assert!(!out.exists(), "{name} was written");
+    let out = dir.path().join("r.txt");
+    let o = quietwatt(
+        m.root(),
+        &["record", "--duration", "0.1", "-o", out.to_str().unwrap()],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("'.txt' is not a format"), "{err}");
+    for format in ["csv", "jsonl", "parquet"] {
+        assert!(err.contains(format), "{format} not named: {err}");
     }
+    assert!(!err.contains("EMULATED"), "refused after mounting: {err}");
+    assert!(!out.exists(), "r.txt was written");
+    // Parquet's footer is written back into the file: a pipe cannot take it.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "--format",
+            "parquet",
+            "--duration",
+            "0.1",
+            "-o",
+            "-",
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-o FILE.parquet") && err.contains("--format csv"),
+        "{err}"
+    );
+    assert!(!err.contains("EMULATED"), "refused after mounting: {err}");
+    assert!(o.stdout.is_empty(), "{} bytes on stdout", o.stdout.len());
 }
 
 #[test]

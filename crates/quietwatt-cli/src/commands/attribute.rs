@@ -2,7 +2,7 @@
 //! cgroups (quietwatt-attribution), its flags, and how it is reported.
 
 use crate::emulated::Environment;
-use crate::exit::Failure;
+use crate::exit::{Failure, OUTPUT};
 use quietwatt::sink::{OutputFile, Sink};
 use quietwatt::Format;
 use quietwatt_attribution::{
@@ -111,7 +111,11 @@ pub fn record_sink(
     format: Format,
 ) -> Result<(Box<dyn Sink>, Option<SharedTotals>), Failure> {
     let Some(by) = args.attribute else {
-        return Ok((format.sink(file), None));
+        // A Parquet file must be a regular file: the sink says so, with the fix.
+        return format
+            .file_sink(file)
+            .map(|sink| (sink, None))
+            .map_err(|e| Failure::new(OUTPUT, format!("cannot write {format}: {e}")));
     };
     let long = match format {
         Format::Csv => LongFormat::Csv,

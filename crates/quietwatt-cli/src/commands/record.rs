@@ -17,11 +17,14 @@ use std::time::Duration;
 pub struct Args {
     /// Output file, replaced if it exists, or `-` for stdout. CSV
     /// (`timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter`,
-    /// metadata as `#` lines) or JSON Lines (metadata on the first line), as the
-    /// extension says: `.csv`, `.jsonl`; CSV without an extension and on stdout.
+    /// metadata as `#` lines), JSON Lines (metadata on the first line) or Parquet
+    /// (the same columns, typed; metadata in the key-value metadata), as the
+    /// extension says: `.csv`, `.jsonl`, `.parquet`; CSV without an extension and on
+    /// stdout.
     #[arg(short, long)]
     output: PathBuf,
-    /// Output format, whatever the file's extension: csv or jsonl.
+    /// Output format, whatever the file's extension: csv, jsonl or parquet
+    /// (Parquet needs a file, not stdout).
     #[arg(long)]
     format: Option<Format>,
     /// Samples per second, or `auto` to follow the machine's load between
@@ -73,14 +76,10 @@ impl Args {
         }
         match Format::from_extension(&self.output) {
             Ok(f) => Ok(f.unwrap_or(Format::Csv)),
-            Err(e) if e.0.eq_ignore_ascii_case("parquet") => Err(Failure::usage(format!(
-                "-o {}: this version of quietwatt cannot write Parquet; the formats are csv \
-                 and jsonl: name the file .csv or .jsonl (or give --format csv|jsonl)",
-                self.output.display()
-            ))),
             Err(e) => Err(Failure::usage(format!(
-                "-o {}: '.{}' is not a format quietwatt writes (csv, jsonl): name the file \
-                 .csv or .jsonl, or give --format csv|jsonl to keep this name",
+                "-o {}: '.{}' is not a format quietwatt writes (csv, jsonl, parquet): name \
+                 the file .csv, .jsonl or .parquet, or give --format csv|jsonl|parquet to \
+                 keep this name",
                 self.output.display(),
                 e.0
             ))),
@@ -89,8 +88,15 @@ impl Args {
 
     /// Checks what can be checked before anything is mounted or measured.
     pub fn check(&self) -> Result<(), Failure> {
-        self.format()?;
+        let format = self.format()?;
         if self.to_stdout() {
+            if !format.streams() {
+                return Err(Failure::usage(format!(
+                    "-o - cannot be {format}: a Parquet file's footer is written back into \
+                     the file after each row group, which a pipe cannot take; give -o \
+                     FILE.parquet, or --format csv|jsonl for stdout"
+                )));
+            }
             if self.json {
                 return Err(Failure::usage(
                     "-o - writes the recording to stdout: --json would print the summary into it; \

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 /// Arguments of `trace`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Energy file written by `quietwatt record` (CSV or JSON Lines).
+    /// Energy file written by `quietwatt record` (CSV, JSON Lines or Parquet).
     input: PathBuf,
     /// The trace to write (Chrome JSON, Trace Event Format's JSON Object Format).
     #[arg(short, long)]

@@ -1,7 +1,7 @@
 //! Recordings read back and converted for a trace viewer.
 //!
-//! [`EnergyFile`] reads the energy file of `quietwatt record` (CSV or JSON Lines),
-//! [`EventsFile`] the events file written beside it (`<stem>.events.csv`), and
+//! [`EnergyFile`] reads the energy file of `quietwatt record` (CSV, JSON Lines or
+//! Parquet), [`EventsFile`] the events file written beside it (`<stem>.events.csv`), and
 //! [`chrome`] turns both into the Chrome JSON trace format, which Perfetto UI and
 //! `chrome://tracing` open. Both files carry CLOCK_MONOTONIC nanoseconds, so they
 //! share one timeline without any alignment step.
@@ -30,7 +30,7 @@ pub enum TraceError {
     Format {
         /// The file.
         path: PathBuf,
-        /// 1-based line number.
+        /// 1-based line number (0 in a Parquet file: the file as a whole).
         line: usize,
         /// What is wrong.
         why: String,
@@ -116,8 +116,12 @@ fn meta_line(l: &str) -> Option<(String, String)> {
 }
 
 impl EnergyFile {
-    /// Reads a CSV or JSON Lines energy file (told apart by its first character).
+    /// Reads a CSV, JSON Lines or Parquet energy file (told apart by its first
+    /// bytes).
     pub fn read(path: &Path) -> Result<EnergyFile, TraceError> {
+        if is_parquet(path) {
+            return read_parquet(path);
+        }
         let whole = read(path)?;
         let (text, cut_last_line) = split_cut(&whole);
         let bad = |line: usize, why: String| TraceError::Format {
@@ -219,6 +223,72 @@ impl EnergyFile {
         }
         v
     }
+}
+
+/// Whether `path` starts with Parquet's magic (`PAR1`).
+fn is_parquet(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"PAR1"
+}
+
+/// A Parquet energy file, read by the sink's reader.
+#[cfg(feature = "parquet")]
+fn read_parquet(path: &Path) -> Result<EnergyFile, TraceError> {
+    let r = quietwatt::sink::parquet::read(path).map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidData => TraceError::Format {
+            path: path.to_path_buf(),
+            line: 0,
+            why: e.to_string(),
+        },
+        _ => TraceError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    })?;
+    // The metadata as a JSON Lines file's: its object's keys, strings as they are.
+    let meta = match &r.metadata {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                )
+            })
+            .collect(),
+        _ => r.key_value,
+    };
+    let rows = r
+        .rows
+        .into_iter()
+        .map(|r| EnergyRow {
+            t_ns: r.t_ns,
+            socket: r.socket,
+            domain: r.domain,
+            energy_j: r.energy_j,
+            power_w: r.power_w,
+        })
+        .collect();
+    Ok(EnergyFile {
+        meta,
+        rows,
+        cut_last_line: None,
+    })
+}
+
+#[cfg(not(feature = "parquet"))]
+fn read_parquet(path: &Path) -> Result<EnergyFile, TraceError> {
+    Err(TraceError::Format {
+        path: path.to_path_buf(),
+        line: 0,
+        why: "a Parquet recording, and this build of quietwatt reads no Parquet (the \
+              quietwatt-events crate's feature `parquet` is off)"
+            .into(),
+    })
 }
 
 impl EventsFile {

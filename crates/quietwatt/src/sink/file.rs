@@ -92,6 +92,12 @@ impl<F: Truncate> OutputFile<F> {
     pub fn get_ref(&self) -> &F {
         &self.out
     }
+
+    /// The wrapped output, for a writer that does its own whole-record keeping (the
+    /// Parquet sink writes its footer back over itself).
+    pub fn into_inner(self) -> F {
+        self.out
+    }
 }
 
 impl<F: Truncate> OutputFile<F> {

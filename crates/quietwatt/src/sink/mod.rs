@@ -3,17 +3,22 @@
 //! A sink sees the run's [`Metadata`] and channels once ([`Sink::begin`]), then one
 //! [`Sample`] at a time in order, in joules, on the writer thread (never on the
 //! sampler's hot path), then [`Sink::flush`] at least once a second and
-//! [`Sink::finish`] at the end. A columnar format (Parquet) fits the same shape:
-//! `begin` builds the schema, `sample` appends to column builders, `flush` closes a
-//! row group, `finish` writes the footer.
+//! [`Sink::finish`] at the end. A columnar format fits the same shape: Parquet
+//! ([`parquet`], feature `parquet`) begins with the schema and an empty footer,
+//! appends samples to its columns, writes a row group (and the footer after it) at
+//! the flushes where one is due, and the last one at `finish`.
 
 pub mod csv;
 pub mod file;
 pub mod jsonl;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 
 pub use self::csv::CsvSink;
 pub use self::file::{OutputFile, RecordOutput};
 pub use self::jsonl::JsonlSink;
+#[cfg(feature = "parquet")]
+pub use self::parquet::ParquetSink;
 
 use crate::counter::Marks;
 use crate::cpuinfo::CpuInfo;
@@ -151,7 +156,8 @@ pub trait Sink: Send {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()>;
     /// One sample, in order.
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()>;
-    /// Hands everything so far to the output (the file, not necessarily the disk).
+    /// Hands everything so far to the output (the file, not necessarily the disk);
+    /// a columnar sink may keep rows in memory until a row group is due.
     fn flush(&mut self) -> io::Result<()>;
     /// The end: flushes and completes the output.
     fn finish(&mut self) -> io::Result<()> {
@@ -181,6 +187,34 @@ impl Sink for NullSink {
     }
 }
 
+/// What [`Format::sink`] gives for a format that cannot stream: fails at `begin`,
+/// before anything is measured.
+struct NeedsFile(Format);
+
+impl NeedsFile {
+    fn refusal(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{} cannot be written to a stream: it needs a regular file (Format::file_sink)",
+                self.0
+            ),
+        )
+    }
+}
+
+impl Sink for NeedsFile {
+    fn begin(&mut self, _: &Metadata, _: &[Channel]) -> io::Result<()> {
+        Err(self.refusal())
+    }
+    fn sample(&mut self, _: &Sample<'_>) -> io::Result<()> {
+        Err(self.refusal())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
@@ -189,6 +223,9 @@ pub enum Format {
     Csv,
     /// JSON Lines, metadata as the first line.
     Jsonl,
+    /// Parquet, metadata in the key-value metadata ([`parquet`]). Needs the
+    /// `parquet` feature, and a regular file: not a stream.
+    Parquet,
 }
 
 impl Format {
@@ -197,22 +234,50 @@ impl Format {
         match self {
             Format::Csv => "csv",
             Format::Jsonl => "jsonl",
+            Format::Parquet => "parquet",
         }
     }
 
-    /// A sink of this format writing to `out`.
+    /// Whether the format can be written to a stream (a pipe, stdout): Parquet
+    /// cannot, its footer is written back into the file after each row group.
+    pub fn streams(self) -> bool {
+        !matches!(self, Format::Parquet)
+    }
+
+    /// A sink of this format writing to `out`, a stream. A format that needs a file
+    /// ([`Format::streams`] is false: Parquet) gives a sink whose `begin` fails,
+    /// saying so: use [`Format::file_sink`] for it.
     pub fn sink<W: RecordOutput + Send + 'static>(self, out: W) -> Box<dyn Sink> {
         match self {
             Format::Csv => Box::new(CsvSink::new(out)),
             Format::Jsonl => Box::new(JsonlSink::new(out)),
+            Format::Parquet => Box::new(NeedsFile(self)),
+        }
+    }
+
+    /// A sink of this format writing to `out`, a file created for it (or stdout,
+    /// for a format that streams). Parquet fails here when `out` is not a regular
+    /// file, or when the library was built without the `parquet` feature.
+    pub fn file_sink(self, out: OutputFile) -> io::Result<Box<dyn Sink>> {
+        match self {
+            #[cfg(feature = "parquet")]
+            Format::Parquet => Ok(Box::new(ParquetSink::new(out.into_inner())?)),
+            #[cfg(not(feature = "parquet"))]
+            Format::Parquet => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this build of quietwatt writes no Parquet (the quietwatt crate's feature \
+                 `parquet` is off): record CSV or JSON Lines, or build with --features parquet",
+            )),
+            Format::Csv => Ok(Box::new(CsvSink::new(out))),
+            Format::Jsonl => Ok(Box::new(JsonlSink::new(out))),
         }
     }
 }
 
 impl Format {
-    /// The format a file's name asks for: `.csv`, `.jsonl` (or `.ndjson`); `None`
-    /// for a name without an extension. An extension of no format here (`.parquet`,
-    /// `.txt`) is an error naming the formats there are.
+    /// The format a file's name asks for: `.csv`, `.jsonl` (or `.ndjson`),
+    /// `.parquet`; `None` for a name without an extension. An extension
+    /// of no format (`.txt`) is an error naming the formats there are.
     pub fn from_extension(path: &std::path::Path) -> Result<Option<Format>, UnknownFormat> {
         let Some(ext) = path.extension() else {
             return Ok(None);
@@ -232,7 +297,7 @@ impl fmt::Display for Format {
 
 /// A name that is not a format.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("unknown format '{0}': expected csv or jsonl")]
+#[error("unknown format '{0}': expected csv, jsonl or parquet")]
 pub struct UnknownFormat(pub String);
 
 impl FromStr for Format {
@@ -241,6 +306,7 @@ impl FromStr for Format {
         match s.trim().to_ascii_lowercase().as_str() {
             "csv" => Ok(Format::Csv),
             "jsonl" | "ndjson" => Ok(Format::Jsonl),
+            "parquet" => Ok(Format::Parquet),
             _ => Err(UnknownFormat(s.to_string())),
         }
     }
@@ -249,3 +315,41 @@ impl FromStr for Format {
 /// Text sinks accumulate rows and hand the output whole batches of this size: few
 /// `write` calls, and a failed write never splits a sample (see [`OutputFile`]).
 pub(crate) const BATCH_BYTES: usize = 64 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_extension_or_the_name_picks_the_format_and_parquet_needs_a_file() {
+        let ext = |p: &str| Format::from_extension(Path::new(p));
+        assert_eq!(ext("r.parquet").unwrap(), Some(Format::Parquet));
+        assert_eq!(ext("r.JSONL").unwrap(), Some(Format::Jsonl));
+        assert_eq!(ext("r").unwrap(), None);
+        let err = ext("r.txt").unwrap_err().to_string();
+        assert!(err.contains("csv, jsonl or parquet"), "{err}");
+        assert_eq!("Parquet".parse::<Format>().unwrap(), Format::Parquet);
+        assert!(Format::Csv.streams() && !Format::Parquet.streams());
+        // Handed a stream, Parquet fails before anything is measured, saying why.
+        let mut s = Format::Parquet.sink(OutputFile::new(Vec::new()));
+        let meta = Metadata {
+            fields: Vec::new(),
+            anchor: ClockAnchor::now(),
+        };
+        let err = s.begin(&meta, &[]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::Unsupported);
+        assert!(err.to_string().contains("regular file"), "{err}");
+    }
+
+    /// Without the feature, Parquet is refused with the way to get it.
+    #[cfg(not(feature = "parquet"))]
+    #[test]
+    fn without_the_feature_parquet_says_how_to_get_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = OutputFile::create(&dir.path().join("r.parquet")).unwrap();
+        let err = Format::Parquet.file_sink(f).err().expect("refused");
+        assert_eq!(err.kind(), io::ErrorKind::Unsupported);
+        assert!(err.to_string().contains("--features parquet"), "{err}");
+    }
+}
