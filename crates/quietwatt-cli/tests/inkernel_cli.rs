@@ -102,8 +102,10 @@ fn record_through_both_in_kernel_mechanisms_writes_one_row_per_sample_and_domain
         assert!(v["overhead"]["cpu_per_sample_ns"].as_f64().unwrap() > 0.0);
         let text = std::fs::read_to_string(&csv).unwrap();
         assert!(
-            text.contains(&format!("# mechanism: {}", quietwatt::source::STAND_IN_LABEL))
-                && text.contains("# drain_hz: 1"),
+            text.contains(&format!(
+                "# mechanism: {}",
+                quietwatt::source::STAND_IN_LABEL
+            )) && text.contains("# drain_hz: 1"),
             "{text:.400}"
         );
         let rows = text.lines().filter(|l| !l.starts_with('#')).count() - 1;
