@@ -109,13 +109,19 @@ pub fn record_sink(
     env: &Environment,
     file: OutputFile,
     format: Format,
+    output: &std::path::Path,
 ) -> Result<(Box<dyn Sink>, Option<SharedTotals>), Failure> {
     let Some(by) = args.attribute else {
         // A Parquet file must be a regular file: the sink says so, with the fix.
         return format
             .file_sink(file)
             .map(|sink| (sink, None))
-            .map_err(|e| Failure::new(OUTPUT, format!("cannot write {format}: {e}")));
+            .map_err(|e| {
+                Failure::new(
+                    OUTPUT,
+                    format!("cannot write {format} to {}: {e}", output.display()),
+                )
+            });
     };
     let long = match format {
         Format::Csv => LongFormat::Csv,

@@ -176,7 +176,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     meta.push("root", env.root.dir().display().to_string());
     super::inkernel::push_meta(&mut meta, meter.mode(), &args.in_kernel);
     let (mut sink, attributed) =
-        super::attribute::record_sink(&args.attribution, env, file, format)?;
+        super::attribute::record_sink(&args.attribution, env, file, format, &args.output)?;
     let events = super::events::start(env, &args.events, &args.output, &meta)?;
     install();
     let how = match meter.mode() {
