@@ -290,6 +290,14 @@ impl Session {
         &self.channels
     }
 
+    /// The longest time a counter may go between two readings before it can wrap
+    /// twice unseen at its domain's highest plausible power (half the shortest
+    /// wrap time, [`Meter::max_safe_period`]); a rate slower than that gets a
+    /// warning in the reports. `None` without channels.
+    pub fn safe_period(&self) -> Option<Duration> {
+        self.safe_gap
+    }
+
     /// The sampler thread's rate (for ebpf and perf-ring, the kernel's sampling
     /// rate), if the session has one.
     pub fn rate(&self) -> Option<Hertz> {
