@@ -184,15 +184,32 @@ fn domains_of(ids: impl Iterator<Item = Domain>) -> Vec<Domain> {
 }
 
 /// Chooses how to read and opens the slots: `--mechanism` when given; otherwise
-/// the in-kernel mechanisms first (ebpf, whose energy stays whole when perf
-/// throttles an idle CPU's clock, then perf-ring) where they open here, then the
-/// best polled mechanism, as `source::open` chooses it.
+/// the best polled mechanism that measures here (as `source::open` chooses it,
+/// counters that never move refused) and, when that is perf, the in-kernel
+/// mechanisms on the same events first: ebpf (whose energy stays whole when perf
+/// throttles an idle CPU's clock), then perf-ring.
 fn open_slots(env: &Environment, args: &Args, opener: &mut Opener) -> Result<Vec<Slot>, Failure> {
     let sel = selection(&args.domains)?;
+    let mut probe: Option<Box<dyn quietwatt::Source>> = None;
     let in_kernel: &[Mechanism] = match args.mechanism {
         Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) => &[m][..],
         Some(_) => &[],
-        None => &[Mechanism::Ebpf, Mechanism::PerfRing],
+        None => {
+            let p = quietwatt::source::open(&env.root, None, &sel)?;
+            let perf = p.mechanism() == Mechanism::Perf;
+            if !perf {
+                eprintln!(
+                    "quietwatt: note: polling {}: sampling in the kernel (ebpf, perf-ring) reads the perf RAPL events, which do not measure here",
+                    p.mechanism()
+                );
+            }
+            probe = Some(p);
+            if perf {
+                &[Mechanism::Ebpf, Mechanism::PerfRing]
+            } else {
+                &[]
+            }
+        }
     };
     let mut polled = args
         .mechanism
@@ -213,6 +230,7 @@ fn open_slots(env: &Environment, args: &Args, opener: &mut Opener) -> Result<Vec
             // per domain as for perf.
             let _ = session.stop();
             polled = Some(Mechanism::Perf);
+            probe = None;
             break;
         }
         let freq = wrap_safe(opener.freq, session.safe_period());
@@ -228,18 +246,18 @@ fn open_slots(env: &Environment, args: &Args, opener: &mut Opener) -> Result<Vec
     }
     if !refused.is_empty() {
         eprintln!(
-            "quietwatt: note: the kernel cannot sample the counters here ({}); polling them",
+            "quietwatt: note: polling perf: the kernel cannot sample the counters itself here ({})",
             refused.join("; ")
         );
     }
     // One opening to learn the mechanism, the domains and how fast a counter can
     // wrap; then one session per domain on that mechanism.
-    let probe: Box<dyn quietwatt::Source> = if opener.stand_in {
-        Box::new(PerfEvents::from_specs(
+    let probe = match probe {
+        Some(p) => p,
+        None if opener.stand_in => Box::new(PerfEvents::from_specs(
             sel.apply(inkernel::stand_in_specs(0), |s| s.id)?,
-        )?)
-    } else {
-        quietwatt::source::open(&env.root, polled, &sel)?
+        )?),
+        None => quietwatt::source::open(&env.root, polled, &sel)?,
     };
     opener.plan = Plan::Polled(probe.mechanism());
     let domains = domains_of(probe.channels().iter().map(|c| c.id.domain));
