@@ -116,6 +116,9 @@ fn a_background_session_drains_the_kernel_about_once_a_second_and_covers_it_exac
         let (r, rest) = s.stop_with_samples().unwrap();
         drained.extend(rest);
 
+        // The readings are software events: the report says so.
+        assert_eq!(r.energy.mechanism, quietwatt::source::STAND_IN_LABEL);
+        assert_eq!(r.mechanism, m);
         let stats = r.samples.as_ref().unwrap();
         assert_eq!((stats.dropped, stats.merged), (0, 0), "{m}: {stats:?}");
         for i in 0..n {
