@@ -1,6 +1,9 @@
 //! `quietwatt serve` against the emulator, over HTTP on loopback with plain
 //! `TcpStream`s: the formats, the energy against what the emulator served, wraps,
-//! concurrent and bad clients, a vanished counter, SIGTERM.
+//! concurrent and bad clients, a vanished counter, SIGTERM; and the buffered
+//! path (ebpf, perf-ring) for real on this machine's kernel, with software
+//! counters standing in for the RAPL events (perf_event_open cannot reach the
+//! emulator's PMU).
 
 mod common;
 
@@ -162,7 +165,7 @@ fn parse(body: &str) -> Vec<(String, String, f64)> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
             "a metric name: {name}"
         );
-        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+        for pair in split_labels(labels) {
             let (k, v) = pair.split_once('=').expect("label=value");
             assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
             assert!(v.starts_with('"') && v.ends_with('"'), "quoted: {pair}");
@@ -177,6 +180,26 @@ fn parse(body: &str) -> Vec<(String, String, f64)> {
         samples.push((name.to_string(), labels.to_string(), value));
     }
     samples
+}
+
+/// `k="v",k2="v2"` split at the commas between pairs, not those inside a quoted
+/// value (a stand-in's label has one).
+fn split_labels(labels: &str) -> Vec<&str> {
+    let (mut pairs, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
+    for (i, c) in labels.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                pairs.push(&labels[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    pairs.push(&labels[start..]);
+    pairs.into_iter().filter(|p| !p.is_empty()).collect()
 }
 
 /// The value of the one sample of `name` whose labels contain `has`.
@@ -540,6 +563,137 @@ fn sigterm_stops_it_cleanly() {
     let last = log.lines().last().unwrap_or("");
     assert!(last.starts_with("quietwatt: stopped after"), "{log}");
     assert!(last.contains("1 scrapes served"), "{last}");
+    // Left to choose on the emulator (whose perf events the kernel does not
+    // have), it polls powercap and says why it does not sample in the kernel.
+    assert!(
+        log.contains("note: polling powercap: sampling in the kernel")
+            && log.contains("(powercap at 10 Hz,"),
+        "{log}"
+    );
+}
+
+/// Keeps CPU 0 busy, and so its scheduler tick running, while it lives: perf
+/// throttles the kernel's sampling clock on a tickless idle CPU
+/// (docs/in-kernel-sampling.md), and the test below checks the exporter, not the
+/// machine's idleness.
+struct Busy0(
+    Arc<std::sync::atomic::AtomicBool>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+fn busy_cpu0() -> Busy0 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let t = std::thread::spawn(move || {
+        // SAFETY: a zeroed set with CPU 0 added, read by sched_setaffinity for this
+        // thread only.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+        }
+        while !s.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    Busy0(stop, Some(t))
+}
+
+impl Drop for Busy0 {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.1.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The buffered path through each in-kernel mechanism, on the stand-ins of CPU 0
+/// (cpu-clock as the package: one "joule" per second of wall time, so the truth is
+/// the clock): the exported energy lies between what the clock counted up to the
+/// scrape and what it counted up to a drain period and a refresh before it (with
+/// a generous margin for a loaded machine), while the kernel takes 200 readings a
+/// second and the whole process wakes fewer than 10 times a second (polling at
+/// 200 Hz wakes at least 200 times).
+#[test]
+fn the_buffered_path_exports_the_clocks_energy_and_wakes_about_once_a_second() {
+    let _tick = busy_cpu0();
+    let dir = tempfile::tempdir().unwrap();
+    for m in ["ebpf", "perf-ring"] {
+        let t0 = Instant::now();
+        let server = Server::start(
+            dir.path(),
+            &[
+                "-m",
+                m,
+                "--stand-in-events",
+                "-f",
+                "200",
+                "-d",
+                "package",
+                "--min-interval",
+                "0.5",
+                "--resolution",
+                "0.001",
+            ],
+        );
+        let ready = Instant::now();
+        let lag = 0.5 + 1.0 + 1.5;
+        let scrape = || {
+            let before = Instant::now();
+            let r = server.scrape();
+            let after = Instant::now();
+            assert_eq!(r.status, 200);
+            let s = parse(&r.body);
+            // Software events are labelled as such, never as a mechanism's energy.
+            let e = value(
+                &s,
+                "quietwatt_energy_joules_total",
+                &format!(
+                    "domain=\"package\",mechanism=\"{}\"",
+                    quietwatt::source::STAND_IN_LABEL
+                ),
+            )
+            .unwrap_or_else(|| panic!("{m}: no package energy: {}", r.body));
+            // The clock counted from after the start to the exporter's last
+            // reading, which is before the scrape answered and, drained and
+            // published, at most `lag` before the scrape asked.
+            let upper = (after - t0).as_secs_f64();
+            let lower = (before - ready).as_secs_f64() - lag;
+            assert!(
+                e <= upper,
+                "{m}: {e} J exported, only {upper} s since the start"
+            );
+            assert!(
+                e >= lower,
+                "{m}: {e} J exported, {lower} s of the clock were surely drained"
+            );
+            let w = value(&s, "quietwatt_wakeups_total", "").expect("wake-ups");
+            let n = value(&s, "quietwatt_samples_total", "").expect("samples");
+            (before, e, w, n)
+        };
+        std::thread::sleep(Duration::from_millis(2500));
+        let (t1, e1, w1, n1) = scrape();
+        std::thread::sleep(Duration::from_millis(5000));
+        let (t2, e2, w2, n2) = scrape();
+        let secs = (t2 - t1).as_secs_f64();
+        assert!(e2 > e1, "{m}: {e1} J then {e2} J");
+        let wakeups = (w2 - w1) / secs;
+        let readings = (n2 - n1) / secs;
+        assert!(
+            wakeups < 10.0,
+            "{m}: the exporter woke {wakeups:.1} times a second for {readings:.0} readings a second"
+        );
+        assert!(
+            readings > 100.0,
+            "{m}: {readings:.0} readings a second at 200 Hz in the kernel"
+        );
+        let (status, _, log) = server.terminate();
+        assert!(status.success(), "{m}: {status}: {log}");
+        let how = format!("({m} at 200 Hz in the kernel, collected every 1.000 s, package;");
+        assert!(log.contains(&how), "{log}");
+    }
 }
 
 #[test]

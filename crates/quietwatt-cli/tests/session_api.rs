@@ -293,14 +293,25 @@ fn a_domain_the_machine_lacks_is_the_typed_unknown_domain_error() {
     assert!(r.domain(0, Domain::Dram).is_some() && r.domain(0, Domain::Package).is_none());
 }
 
+/// The in-kernel mechanisms need a rate (the thread that drains them), and on the
+/// emulator they cannot open: its PMU is a description, and perf_event_open
+/// reaches the real kernel. Both are typed errors that say why. (A session over
+/// them for real, on software events standing in: `quietwatt/tests/session_inkernel.rs`.)
 #[test]
-fn the_in_kernel_mechanisms_are_refused_with_the_reason() {
+fn the_in_kernel_mechanisms_need_a_rate_and_real_perf_events() {
     let m = mount(EmulatorConfig::default());
     for mech in [Mechanism::Ebpf, Mechanism::PerfRing] {
+        match Session::start(config(&m).mechanism(mech)) {
+            Err(e @ Error::NeedsRate { .. }) => {
+                assert!(e.to_string().contains(mech.name()), "{e}");
+                assert_eq!(e.kind(), quietwatt::ErrorKind::Usage);
+            }
+            other => panic!("{mech}: expected NeedsRate, got {other:?}"),
+        }
         match Session::start(config(&m).mechanism(mech).rate(hz(100.0))) {
             Err(Error::Source(SourceError::MechanismUnavailable { mechanism, why })) => {
                 assert_eq!(mechanism, mech.name());
-                assert!(why.contains("inkernel"), "{why}");
+                assert!(why.contains("emulated"), "{why}");
             }
             other => panic!("{mech}: expected MechanismUnavailable, got {other:?}"),
         }

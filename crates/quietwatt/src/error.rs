@@ -63,6 +63,20 @@ pub enum Error {
         /// The windows open, oldest first.
         open: String,
     },
+    /// A meter built from channel descriptions alone (`Meter::for_channels`) was
+    /// asked to read: it has no source, and is given readings taken elsewhere.
+    #[error("this {mechanism} meter has no source to read: it is given readings taken elsewhere (Meter::feed); read through a meter made with Meter::new")]
+    NothingToRead {
+        /// The mechanism of the readings it is given.
+        mechanism: &'static str,
+    },
+    /// A mechanism that samples in the kernel (ebpf, perf-ring) asked of a session
+    /// without a rate: it needs the session's background thread to drain it.
+    #[error("mechanism {mechanism} samples in the kernel and is drained by a background thread: give the session a rate (the kernel's sampling rate), or measure without one through perf, powercap or msr")]
+    NeedsRate {
+        /// The mechanism.
+        mechanism: &'static str,
+    },
 }
 
 /// What the engine was setting up when the kernel refused ([`Error::Setup`]).
@@ -101,7 +115,10 @@ impl Error {
             // fix; a fork refused for want of resources may pass.
             Error::Spawn { source, .. } => retry_or(source, ErrorKind::Usage),
             Error::Output { .. } => ErrorKind::Output,
-            Error::TooManyChannels { .. } | Error::UnknownWindow { .. } => ErrorKind::Usage,
+            Error::TooManyChannels { .. }
+            | Error::UnknownWindow { .. }
+            | Error::NothingToRead { .. }
+            | Error::NeedsRate { .. } => ErrorKind::Usage,
             // A CPU to pin to is a value the caller gave (offline, or out of its set).
             Error::Setup {
                 step: SetupStep::Pin { .. },
@@ -170,6 +187,18 @@ mod tests {
                 ErrorKind::Usage,
             ),
             (
+                Error::NothingToRead {
+                    mechanism: "powercap",
+                },
+                ErrorKind::Usage,
+            ),
+            (
+                Error::NeedsRate {
+                    mechanism: "perf-ring",
+                },
+                ErrorKind::Usage,
+            ),
+            (
                 Error::Setup {
                     step: SetupStep::Thread("quietwatt-sampler"),
                     source: eagain(),
@@ -209,11 +238,11 @@ mod tests {
         for (e, kind) in &cases {
             assert_eq!(e.kind(), *kind, "{e:?}");
         }
-        let pin = &cases[7].0;
+        let pin = &cases[9].0;
         assert!(
             pin.to_string().contains("CPU 999: give an online CPU"),
             "{pin}"
         );
-        assert!(cases[8].0.as_source().is_some() && cases[0].0.as_source().is_none());
+        assert!(cases[10].0.as_source().is_some() && cases[0].0.as_source().is_none());
     }
 }

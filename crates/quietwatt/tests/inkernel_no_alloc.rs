@@ -8,7 +8,7 @@ use quietwatt::inkernel::{open_specs, stand_in_specs, KernelSide, KernelSource, 
 use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Metadata, NullSink};
 use quietwatt::source::{Channel, Mode, Reading, Source};
-use quietwatt::{Hertz, Mechanism, Meter, Rate, SysRoot};
+use quietwatt::{Hertz, Mechanism, Meter, Rate, Session, SessionConfig, SysRoot};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -61,31 +61,89 @@ impl Source for Spy {
     }
 }
 
-#[test]
-fn draining_allocates_nothing_per_sample() {
-    let hz = |f| Hertz::new(f).expect("valid");
-    // CPU 0 busy, so that its tick runs and perf never throttles the clock (an idle
-    // CPU stops its tick; see docs/in-kernel-sampling.md): enough samples come.
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let busy = std::thread::spawn(move || {
+/// One test at a time: each samples CPU 0 at 1 kHz, and two at once on a 2-vCPU
+/// machine steal ticks from each other.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Keeps CPU 0 busy until the flag is raised, so that its tick runs and perf never
+/// throttles the clock (an idle CPU stops its tick; see
+/// docs/in-kernel-sampling.md): enough samples come.
+fn busy_cpu0(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
         // SAFETY: a zeroed set with CPU 0 added, read for this thread only.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(0, &mut set);
             libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
         }
-        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             std::hint::spin_loop();
         }
-    });
-    // ebpf needs the `bpf` feature (on by default).
-    let mechanisms: &[Mechanism] = if cfg!(feature = "bpf") {
+    })
+}
+
+/// The mechanisms this build has: ebpf needs the `bpf` feature (on by default).
+fn mechanisms() -> &'static [Mechanism] {
+    if cfg!(feature = "bpf") {
         &[Mechanism::Ebpf, Mechanism::PerfRing]
     } else {
         &[Mechanism::PerfRing]
-    };
-    for &m in mechanisms {
+    }
+}
+
+/// A background session over each in-kernel mechanism: every reading of its
+/// drains, pushed into the session's ring (and folded there by the sampler
+/// itself, since nobody reads the session), allocates nothing.
+#[test]
+fn a_buffered_sessions_drains_allocate_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let hz = |f| Hertz::new(f).expect("valid");
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = busy_cpu0(stop.clone());
+    for &m in mechanisms() {
+        let inner = match open_specs(m, stand_in_specs(0), hz(1000.0), hz(2.0)) {
+            Ok(Opened::InKernel(s)) => s,
+            Ok(Opened::Fallback { reason, .. }) => panic!("{m}: {reason}"),
+            Err(e) => panic!("{m} needs root (or CAP_BPF and CAP_PERFMON) here: {e}"),
+        };
+        let seen = Arc::new(Mutex::new(Vec::with_capacity(100_000)));
+        let spy = Spy {
+            inner,
+            seen: seen.clone(),
+        };
+        let session = Session::start_on(Box::new(spy), SessionConfig::default()).unwrap();
+        assert!(matches!(session.mode(), Mode::Buffered { .. }));
+        session.begin_window("w").unwrap();
+        // Six drains' worth, however long they take to come.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while seen.lock().unwrap_or_else(|p| p.into_inner()).len() < 3000 {
+            assert!(std::time::Instant::now() < deadline, "{m}: too few samples");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let report = session.stop().unwrap();
+        let k = report.kernel.as_ref().expect("the kernel side's figures");
+        let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let n = seen.len();
+        assert!(n > 3000 && k.drains >= 4, "{m}: {n} samples, {k:?}");
+        let (first, last) = (seen[10], seen[n - 2]);
+        assert_eq!(
+            first,
+            last,
+            "{m}: {} allocations on the session's drain path",
+            last - first
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = busy.join();
+}
+
+#[test]
+fn draining_allocates_nothing_per_sample() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let hz = |f| Hertz::new(f).expect("valid");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let busy = busy_cpu0(stop.clone());
+    for &m in mechanisms() {
         let inner = match open_specs(m, stand_in_specs(0), hz(1000.0), hz(2.0)) {
             Ok(Opened::InKernel(s)) => s,
             Ok(Opened::Fallback { reason, .. }) => panic!("{m}: {reason}"),

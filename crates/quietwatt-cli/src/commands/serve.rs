@@ -1,12 +1,18 @@
 //! `quietwatt serve`: a Prometheus / OpenMetrics exporter.
 //!
 //! Three kinds of threads, none waiting on another for long:
-//! - one sampler per domain (a [`Session`] with a rate): a counter that vanishes
-//!   ends its own session only, and the others go on;
+//! - the samplers (each a [`Session`] with a rate). Where the kernel can sample
+//!   the counters itself (ebpf, else perf-ring: `--mechanism`, or the automatic
+//!   choice), one session reads every domain and its thread wakes once per drain
+//!   period (`--drain-hz`, 1 s): about one user-space wake-up a second whatever
+//!   `--freq`. Otherwise one polled session per domain, each reading at `--freq`,
+//!   so that a counter that vanishes (a powercap zone, an MSR) ends its own
+//!   session only, and the others go on;
 //! - the main thread, which every `--min-interval` drains the sessions, takes
 //!   their snapshots and publishes one [`Exposition`] (an `Arc` swapped under a
 //!   lock held for a pointer copy): values change at most that often, whatever
-//!   the scrapers do;
+//!   the scrapers do. It sleeps in `sigtimedwait` between refreshes, so that a
+//!   stop signal ends it at once and nothing else wakes it;
 //! - the HTTP side: an acceptor and a fixed pool of workers fed through a bounded
 //!   queue, each connection with read and write timeouts, so slow or malformed
 //!   clients cost a worker for seconds at most and never reach the sessions.
@@ -22,7 +28,10 @@ use crate::emulated::Environment;
 use crate::exit::{Failure, USAGE};
 use crate::signals;
 use quietwatt::export::prometheus::{render, DomainSeries, Exposition, ExpositionFormat};
-use quietwatt::{Domain, Hertz, Mechanism, Meter, Selection, Session, SessionConfig};
+use quietwatt::inkernel::{self, Opened, DEFAULT_DRAIN_HZ};
+use quietwatt::source::perf::PerfEvents;
+use quietwatt::source::Mode;
+use quietwatt::{Domain, Hertz, Mechanism, Meter, Selection, Session, SessionConfig, SysRoot};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -53,7 +62,9 @@ pub struct Args {
     /// stderr). Loopback by default: expose it wider only behind auth or a proxy.
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
-    /// Mechanism to read (default: the best that works here; perf, powercap or msr).
+    /// Mechanism to read. Default: sampling in the kernel where it works here (ebpf,
+    /// else perf-ring: about one wake-up a second), else the best polled one (perf,
+    /// powercap or msr).
     #[arg(short, long)]
     mechanism: Option<Mechanism>,
     /// Also export each CPU's idle states (entries and seconds, from cpuidle) and
@@ -63,10 +74,14 @@ pub struct Args {
     /// Domains to export, comma-separated (package,core,uncore,dram,psys; default: all).
     #[arg(short, long)]
     domains: Option<String>,
-    /// Reads per second of each counter, raised when a counter could wrap twice
-    /// between reads.
+    /// Reads per second of each counter (taken by the kernel for ebpf and
+    /// perf-ring), raised when a counter could wrap twice between reads.
     #[arg(short, long, value_name = "HZ", default_value_t = 10.0)]
     freq: f64,
+    /// ebpf, perf-ring: how often the kernel's readings are collected, in wake-ups
+    /// a second; the exported values are at most this much older.
+    #[arg(long, value_name = "HZ", default_value_t = DEFAULT_DRAIN_HZ)]
+    drain_hz: f64,
     /// The exported values change at most this often (seconds): a scraper cannot
     /// watch energy at RAPL's 1 ms resolution.
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_duration)]
@@ -77,18 +92,221 @@ pub struct Args {
     /// Require HTTP basic auth with the `user:password` on the first line of FILE.
     #[arg(long, value_name = "FILE")]
     basic_auth_file: Option<PathBuf>,
+    /// For tests and benchmarks on machines without RAPL: serve software counters
+    /// of CPU 0 (cpu-clock as "package", task-clock as "core", nanoseconds counted
+    /// as nanojoules) through --mechanism ebpf, perf-ring or perf.
+    #[arg(long, hide = true)]
+    stand_in_events: bool,
 }
 
-/// One domain's session and what it has exported so far.
+/// How the counters are read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Plan {
+    /// One polled session per domain.
+    Polled(Mechanism),
+    /// One session for every domain, sampled in the kernel and drained.
+    Buffered(Mechanism),
+}
+
+/// Opens the session of a slot, the first time and after a failure.
+struct Opener {
+    root: SysRoot,
+    plan: Plan,
+    freq: Hertz,
+    drain: Hertz,
+    kept: usize,
+    stand_in: bool,
+}
+
+impl Opener {
+    /// A session over the domains of `sel` as the plan says. perf-ring's group
+    /// refused by the kernel gives a polled session of the same events (said on
+    /// stderr).
+    fn open(&self, sel: &Selection) -> quietwatt::Result<Session> {
+        let config = SessionConfig::default()
+            .root(self.root.clone())
+            .rate(self.freq)
+            .drain(self.drain)
+            .samples_kept(self.kept);
+        let stand_ins = || sel.apply(inkernel::stand_in_specs(0), |s| s.id);
+        match self.plan {
+            Plan::Polled(_) if self.stand_in => {
+                let source = PerfEvents::from_specs(stand_ins()?)?;
+                Session::start_on(Box::new(source), config)
+            }
+            Plan::Polled(m) => Session::start(config.mechanism(m).domains(sel.clone())),
+            Plan::Buffered(m) => {
+                let opened = if self.stand_in {
+                    inkernel::open_specs(m, stand_ins()?, self.freq, self.drain)?
+                } else {
+                    inkernel::open(&self.root, m, sel, self.freq, self.drain)?
+                };
+                match opened {
+                    Opened::InKernel(s) => Session::start_on(Box::new(s), config),
+                    Opened::Fallback { source, reason } => {
+                        eprintln!(
+                            "quietwatt: warning: {m}: {reason}; polling the same events through the perf mechanism instead"
+                        );
+                        Session::start_on(source, config)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `freq`, raised (with a note) when a counter could wrap twice in a period longer
+/// than `safe`.
+fn wrap_safe(freq: Hertz, safe: Option<Duration>) -> Hertz {
+    match safe {
+        Some(s) if freq.period() > s => {
+            let raised = Hertz::clamped((1.0 / s.as_secs_f64()).ceil());
+            eprintln!(
+                "quietwatt: note: --freq {} raised to {} so that no counter can wrap twice between reads",
+                freq.hz(),
+                raised.hz()
+            );
+            raised
+        }
+        _ => freq,
+    }
+}
+
+/// Each domain once, in order.
+fn domains_of(ids: impl Iterator<Item = Domain>) -> Vec<Domain> {
+    let mut domains: Vec<Domain> = Vec::new();
+    for d in ids {
+        if !domains.contains(&d) {
+            domains.push(d);
+        }
+    }
+    domains
+}
+
+/// Chooses how to read and opens the slots: `--mechanism` when given; otherwise
+/// the best polled mechanism that measures here (as `source::open` chooses it,
+/// counters that never move refused) and, when that is perf, the in-kernel
+/// mechanisms on the same events first: ebpf (whose energy stays whole when perf
+/// throttles an idle CPU's clock), then perf-ring.
+fn open_slots(env: &Environment, args: &Args, opener: &mut Opener) -> Result<Vec<Slot>, Failure> {
+    let sel = selection(&args.domains)?;
+    let mut probe: Option<Box<dyn quietwatt::Source>> = None;
+    let in_kernel: &[Mechanism] = match args.mechanism {
+        Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) => &[m][..],
+        Some(_) => &[],
+        None => {
+            let p = quietwatt::source::open(&env.root, None, &sel)?;
+            let perf = p.mechanism() == Mechanism::Perf;
+            if !perf {
+                eprintln!(
+                    "quietwatt: note: polling {}: sampling in the kernel (ebpf, perf-ring) reads the perf RAPL events, which do not measure here",
+                    p.mechanism()
+                );
+            }
+            probe = Some(p);
+            if perf {
+                &[Mechanism::Ebpf, Mechanism::PerfRing]
+            } else {
+                &[]
+            }
+        }
+    };
+    let mut polled = args
+        .mechanism
+        .filter(|m| !matches!(m, Mechanism::Ebpf | Mechanism::PerfRing));
+    let mut refused = Vec::new();
+    for &m in in_kernel {
+        opener.plan = Plan::Buffered(m);
+        let session = match opener.open(&sel) {
+            Ok(s) => s,
+            Err(e) if args.mechanism.is_some() => return Err(e.into()),
+            Err(e) => {
+                refused.push(format!("{m}: {e}"));
+                continue;
+            }
+        };
+        if session.mode() == Mode::Polled {
+            // perf-ring's group refused here: the same events polled, one session
+            // per domain as for perf.
+            let _ = session.stop();
+            polled = Some(Mechanism::Perf);
+            probe = None;
+            break;
+        }
+        let freq = wrap_safe(opener.freq, session.safe_period());
+        let session = if freq == opener.freq {
+            session
+        } else {
+            let _ = session.stop();
+            opener.freq = freq;
+            opener.open(&sel)?
+        };
+        let domains = domains_of(session.channels().iter().map(|c| c.domain));
+        return Ok(vec![Slot::new(sel, domains, session)]);
+    }
+    if !refused.is_empty() {
+        eprintln!(
+            "quietwatt: note: polling perf: the kernel cannot sample the counters itself here ({})",
+            refused.join("; ")
+        );
+    }
+    // One opening to learn the mechanism, the domains and how fast a counter can
+    // wrap; then one session per domain on that mechanism.
+    let probe = match probe {
+        Some(p) => p,
+        None if opener.stand_in => Box::new(PerfEvents::from_specs(
+            sel.apply(inkernel::stand_in_specs(0), |s| s.id)?,
+        )?),
+        None => quietwatt::source::open(&env.root, polled, &sel)?,
+    };
+    opener.plan = Plan::Polled(probe.mechanism());
+    let domains = domains_of(probe.channels().iter().map(|c| c.id.domain));
+    opener.freq = wrap_safe(opener.freq, Meter::new(probe).max_safe_period());
+    domains
+        .into_iter()
+        .map(|d| {
+            let only = Selection::only(vec![d]);
+            let session = opener.open(&only)?;
+            Ok(Slot::new(only, vec![d], session))
+        })
+        .collect()
+}
+
+/// One session's domains and what they have exported so far.
 struct Slot {
-    domain: Domain,
+    /// What the session reads: one domain when polled, all of them when buffered.
+    selection: Selection,
+    /// Its domains, for messages.
+    domains: Vec<Domain>,
     session: Option<Session>,
-    /// Energy and resets of earlier sessions of this domain (before a failure),
+    /// Energy and resets of earlier sessions of these domains (before a failure),
     /// added to the current one's so the exported counter never goes back.
     base: Vec<(f64, u64)>,
     /// The last series published (kept, marked down, after a failure).
     last: Vec<DomainSeries>,
     failed_at: Option<Instant>,
+}
+
+impl Slot {
+    fn new(selection: Selection, domains: Vec<Domain>, session: Session) -> Slot {
+        Slot {
+            selection,
+            domains,
+            base: vec![(0.0, 0); session.channels().len()],
+            session: Some(session),
+            last: Vec::new(),
+            failed_at: None,
+        }
+    }
+
+    /// Its domains' names, comma-separated.
+    fn name(&self) -> String {
+        self.domains
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// What the HTTP side reads: the latest exposition.
@@ -106,64 +324,50 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             args.resolution
         )));
     }
-    let freq = Hertz::new(args.freq).map_err(|_| {
-        Failure::usage(format!(
-            "invalid --freq {}: give a number of hertz above 0 and at most 100000",
-            args.freq
-        ))
-    })?;
+    let hertz = |flag: &str, v: f64| {
+        Hertz::new(v).map_err(|_| {
+            Failure::usage(format!(
+                "invalid {flag} {v}: give a number of hertz above 0 and at most 100000"
+            ))
+        })
+    };
+    let freq = hertz("--freq", args.freq)?;
+    let drain = hertz("--drain-hz", args.drain_hz)?;
+    if args.stand_in_events
+        && !matches!(
+            args.mechanism,
+            Some(Mechanism::Perf | Mechanism::Ebpf | Mechanism::PerfRing)
+        )
+    {
+        return Err(Failure::usage(
+            "--stand-in-events reads perf software counters: use it with --mechanism perf, ebpf or perf-ring",
+        ));
+    }
     let auth = args
         .basic_auth_file
         .as_deref()
         .map(read_auth_file)
         .transpose()?;
     signals::install();
+    // Blocked here, before any thread of serve starts, so that every thread
+    // started below inherits the mask and a stop signal stays pending for the
+    // main thread's sigtimedwait (a thread started earlier, an --emulate mount's,
+    // may still take one: its handler raises STOP, seen at the next refresh).
+    let stop_set = block_stop_signals();
 
-    // One opening to learn the mechanism, the domains and how fast a counter can
-    // wrap; then one session per domain on that mechanism.
-    let sel = selection(&args.domains)?;
-    let probe = quietwatt::source::open(&env.root, args.mechanism, &sel)?;
-    let mechanism = probe.mechanism();
-    let mut domains: Vec<Domain> = Vec::new();
-    for c in probe.channels() {
-        if !domains.contains(&c.id.domain) {
-            domains.push(c.id.domain);
-        }
-    }
-    let safe = Meter::new(probe).max_safe_period();
-    let freq = match safe {
-        Some(s) if freq.period() > s => {
-            let raised = Hertz::clamped((1.0 / s.as_secs_f64()).ceil());
-            eprintln!(
-                "quietwatt: note: --freq {} raised to {} so that no counter can wrap twice between reads",
-                freq.hz(),
-                raised.hz()
-            );
-            raised
-        }
-        _ => freq,
+    // Enough rows for two refreshes and a drain: drained every refresh, the
+    // buffer never drops.
+    let kept =
+        (freq.hz() * (args.min_interval + drain.period()).as_secs_f64() * 2.0).ceil() as usize + 16;
+    let mut opener = Opener {
+        root: env.root.clone(),
+        plan: Plan::Polled(Mechanism::Perf),
+        freq,
+        drain,
+        kept,
+        stand_in: args.stand_in_events,
     };
-    // Enough rows for two refreshes: drained every refresh, the buffer never drops.
-    let kept = (freq.hz() * args.min_interval.as_secs_f64() * 2.0).ceil() as usize + 16;
-    let config = |d: Domain| {
-        SessionConfig::default()
-            .root(env.root.clone())
-            .mechanism(mechanism)
-            .domains(Selection::only(vec![d]))
-            .rate(freq)
-            .samples_kept(kept)
-    };
-    let mut slots = Vec::new();
-    for d in domains {
-        let session = Session::start(config(d))?;
-        slots.push(Slot {
-            domain: d,
-            base: vec![(0.0, 0); session.channels().len()],
-            session: Some(session),
-            last: Vec::new(),
-            failed_at: None,
-        });
-    }
+    let mut slots = open_slots(env, &args, &mut opener)?;
 
     let mut events = if args.events {
         Some(super::serve_events::IdleEvents::open(&env.root)?)
@@ -179,22 +383,28 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &mut slots,
             &mut totals,
             args.resolution,
-            &config,
+            &opener,
             &mut events,
         ))),
         scrapes: AtomicU64::new(0),
         auth,
     });
     start_http(listener, Arc::clone(&published))?;
+    let (mechanism, how) = match opener.plan {
+        Plan::Polled(m) => (m, String::new()),
+        Plan::Buffered(m) => (
+            m,
+            format!(
+                " in the kernel, collected every {:.3} s",
+                opener.drain.period().as_secs_f64()
+            ),
+        ),
+    };
     eprintln!(
-        "quietwatt: serving http://{addr}/metrics ({} at {} Hz, {}; values every {:.3} s, to {} J){}",
+        "quietwatt: serving http://{addr}/metrics ({} at {} Hz{how}, {}; values every {:.3} s, to {} J){}",
         mechanism.name(),
-        freq.hz(),
-        slots
-            .iter()
-            .map(|s| s.domain.name())
-            .collect::<Vec<_>>()
-            .join(","),
+        opener.freq.hz(),
+        slots.iter().map(Slot::name).collect::<Vec<_>>().join(","),
         args.min_interval.as_secs_f64(),
         args.resolution,
         if published.auth.is_some() {
@@ -209,7 +419,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     while !signals::STOP.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now < next {
-            std::thread::sleep((next - now).min(Duration::from_millis(100)));
+            // One wake-up per refresh: the wait ends early only for a stop signal.
+            if wait_for_stop(&stop_set, next - now) {
+                signals::STOP.store(true, Ordering::Relaxed);
+            }
             continue;
         }
         next += args.min_interval;
@@ -220,7 +433,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &mut slots,
             &mut totals,
             args.resolution,
-            &config,
+            &opener,
             &mut events,
         );
         *published
@@ -241,6 +454,36 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         published.scrapes.load(Ordering::Relaxed)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The stop signals (those [`signals::install`] handles), blocked in the calling
+/// thread and so in every thread it starts afterwards.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: the set is initialised by sigemptyset before use and outlives the
+    // calls; pthread_sigmask only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Sleeps until `timeout` has passed or a signal of `set` (blocked, see
+/// [`block_stop_signals`]) is pending; whether one was.
+fn wait_for_stop(set: &libc::sigset_t, timeout: Duration) -> bool {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: both pointers are to values that live for the call; a null siginfo
+    // is allowed.
+    let sig = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+    // -1: the timeout (EAGAIN), or another signal's handler ran (EINTR).
+    sig > 0
 }
 
 /// Reads `user:password` from the first line of `path`; the expected
@@ -298,20 +541,25 @@ fn refresh(
     slots: &mut [Slot],
     totals: &mut (u64, u64),
     resolution: f64,
-    config: &dyn Fn(Domain) -> SessionConfig,
+    opener: &Opener,
     events: &mut Option<super::serve_events::IdleEvents>,
 ) -> Exposition {
     let mut domains = Vec::new();
+    let others = if slots.len() > 1 {
+        "the other domains are still served, "
+    } else {
+        ""
+    };
     for slot in slots.iter_mut() {
         if slot.session.is_none() && slot.failed_at.is_some_and(|t| t.elapsed() >= RETRY) {
-            match Session::start(config(slot.domain)) {
+            match opener.open(&slot.selection) {
                 Ok(s) if s.channels().len() == slot.base.len() => {
                     // The energy between the failure and now is lost; the counter
                     // goes on from its last value, and the gap counts as a reset.
                     for (b, l) in slot.base.iter_mut().zip(&slot.last) {
                         *b = (l.energy_j, l.resets + 1);
                     }
-                    eprintln!("quietwatt: {} is read again", slot.domain.name());
+                    eprintln!("quietwatt: {} is read again", slot.name());
                     slot.session = Some(s);
                     slot.failed_at = None;
                 }
@@ -333,8 +581,8 @@ fn refresh(
             }
             if let Some(e) = session.sampling_error() {
                 eprintln!(
-                    "quietwatt: warning: {} is no longer read ({e}); the other domains are still served, retrying every {} s",
-                    slot.domain.name(),
+                    "quietwatt: warning: {} is no longer read ({e}); {others}retrying every {} s",
+                    slot.name(),
                     RETRY.as_secs()
                 );
                 slot.failed_at = Some(Instant::now());

@@ -110,9 +110,11 @@ pub struct DomainSeries {
 }
 
 impl DomainSeries {
-    /// The series of every counter of `report` (a session's snapshot), marked up.
+    /// The series of every counter of `report` (a session's snapshot), marked up,
+    /// labelled with what the report calls its source (a stand-in's own label,
+    /// never a real mechanism's).
     pub fn of_report(report: &Report) -> Vec<DomainSeries> {
-        let mechanism = report.mechanism.name();
+        let mechanism = report.energy.mechanism;
         report
             .energy
             .domains

@@ -3,7 +3,7 @@
 
 use crate::counter::{period_may_hide_wraps, Counter, Marks, Step, StepKind, Wrap};
 use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
-use crate::error::{Result, SourceError};
+use crate::error::{Error, Result, SourceError};
 use crate::source::{Channel, Mechanism, Mode, Reading, Source};
 use crate::units::{Joules, Watts};
 use serde::Serialize;
@@ -11,12 +11,29 @@ use std::time::Duration;
 
 pub use crate::ticker::monotonic_ns;
 
-/// Reads a [`Source`] and accumulates its counters.
+/// Reads a [`Source`] and accumulates its counters; or, built from the channels
+/// alone ([`Meter::for_channels`], [`Meter::like`]), accumulates readings taken
+/// elsewhere ([`Meter::feed`]).
 pub struct Meter {
-    source: Box<dyn Source>,
+    reads: Reads,
     /// Everything but the source, apart so that a buffered source's drain can feed
     /// each of its readings in while it is borrowed ([`Meter::drain`]).
     t: Tally,
+}
+
+/// Where a meter's readings come from.
+enum Reads {
+    /// A source the meter reads itself.
+    Source(Box<dyn Source>),
+    /// Nothing: the readings are fed in. What was read, for the reports: a session
+    /// reads its counters once per reading and feeds the same values to its own
+    /// meter and to each window's.
+    Fed {
+        mechanism: Mechanism,
+        label: &'static str,
+        channels: Vec<Channel>,
+        notes: Vec<String>,
+    },
 }
 
 /// The counters of a meter and what their readings did.
@@ -40,6 +57,24 @@ struct Tally {
 }
 
 impl Tally {
+    /// Nothing accounted yet, for `channels`.
+    fn new(channels: &[Channel]) -> Tally {
+        let n = channels.len();
+        Tally {
+            counters: channels.iter().map(Channel::counter).collect(),
+            origins: channels.iter().map(|c| c.origin.clone()).collect(),
+            raw: vec![0; n],
+            deltas: vec![0; n],
+            kinds: vec![StepKind::First; n],
+            marks: Marks::default(),
+            first_ns: None,
+            last_ns: 0,
+            last_change_ns: vec![0; n],
+            events: Vec::with_capacity(EVENTS_KEPT),
+            events_dropped: 0,
+        }
+    }
+
     /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
     fn account(&mut self, t: u64) -> Result<()> {
         self.marks = Marks::default();
@@ -108,49 +143,98 @@ pub struct CounterEvent {
 impl Meter {
     /// A meter over `source`; nothing is read until [`Meter::sample`].
     pub fn new(source: Box<dyn Source>) -> Meter {
-        let counters = source.channels().iter().map(Channel::counter).collect();
-        let n = source.channels().len();
-        let origins = source.channels().iter().map(|c| c.origin.clone()).collect();
+        let t = Tally::new(source.channels());
         Meter {
-            source,
-            t: Tally {
-                counters,
-                origins,
-                raw: vec![0; n],
-                deltas: vec![0; n],
-                kinds: vec![StepKind::First; n],
-                marks: Marks::default(),
-                first_ns: None,
-                last_ns: 0,
-                last_change_ns: vec![0; n],
-                events: Vec::with_capacity(EVENTS_KEPT),
-                events_dropped: 0,
+            reads: Reads::Source(source),
+            t,
+        }
+    }
+
+    /// A meter over counters read elsewhere: `channels` of `mechanism` (their
+    /// units, ranges and plausible powers, as a source describes them) and the
+    /// source's `notes` for the reports. It is given readings with
+    /// [`Meter::feed`]; [`Meter::sample`] fails with [`Error::NothingToRead`].
+    pub fn for_channels(mechanism: Mechanism, channels: Vec<Channel>, notes: Vec<String>) -> Meter {
+        Meter {
+            t: Tally::new(&channels),
+            reads: Reads::Fed {
+                mechanism,
+                label: mechanism.name(),
+                channels,
+                notes,
             },
         }
     }
 
-    /// How the source's readings come: polled or buffered ([`Source::mode`]).
-    pub fn mode(&self) -> Mode {
-        self.source.mode()
+    /// A meter over the channels of `source` (its mechanism, label, channels and
+    /// notes), without the source: it is given the readings that whoever owns
+    /// `source` takes ([`Meter::for_channels`]).
+    pub fn describing(source: &dyn Source) -> Meter {
+        let channels = source.channels().to_vec();
+        Meter {
+            t: Tally::new(&channels),
+            reads: Reads::Fed {
+                mechanism: source.mechanism(),
+                label: source.label(),
+                channels,
+                notes: source.notes().to_vec(),
+            },
+        }
     }
 
-    /// Starts a buffered source's kernel sampling ([`Source::start`]).
+    /// A fresh meter over the same channels as this one, with nothing accounted
+    /// and no source ([`Meter::for_channels`]): a window over readings that this
+    /// meter is given too.
+    pub fn like(&self) -> Meter {
+        let channels = self.channels().to_vec();
+        Meter {
+            t: Tally::new(&channels),
+            reads: Reads::Fed {
+                mechanism: self.mechanism(),
+                label: self.label(),
+                channels,
+                notes: self.notes().to_vec(),
+            },
+        }
+    }
+
+    /// How the source's readings come: polled or buffered ([`Source::mode`]);
+    /// [`Mode::Polled`] for a meter without a source (it is fed a reading at a
+    /// time).
+    pub fn mode(&self) -> Mode {
+        match &self.reads {
+            Reads::Source(s) => s.mode(),
+            Reads::Fed { .. } => Mode::Polled,
+        }
+    }
+
+    /// Starts a buffered source's kernel sampling ([`Source::start`]); nothing to
+    /// start without a source.
     pub fn start(&mut self) -> Result<()> {
-        Ok(self.source.start()?)
+        match &mut self.reads {
+            Reads::Source(s) => Ok(s.start()?),
+            Reads::Fed { .. } => Ok(()),
+        }
     }
 
     /// What a buffered source's kernel side did ([`Source::kernel_side`]).
     pub fn kernel_side(&self) -> Option<crate::source::inkernel::KernelSide> {
-        self.source.kernel_side()
+        match &self.reads {
+            Reads::Source(s) => s.kernel_side(),
+            Reads::Fed { .. } => None,
+        }
     }
 
     /// Drains a buffered source ([`Source::drain`]): each reading goes through the
     /// same correction as [`Meter::sample`], and `f` gets its time, its deltas, its
     /// marks and the readings lost just before it. Stops at the first reading that
     /// cannot be accounted (a corrupt counter) and returns its error. Allocates
-    /// nothing.
+    /// nothing. A meter without a source has nothing queued.
     pub fn drain(&mut self, last: bool, f: &mut Drained<'_>) -> Result<()> {
-        let Meter { source, t } = self;
+        let Meter { reads, t } = self;
+        let Reads::Source(source) = reads else {
+            return Ok(());
+        };
         let mut failed = None;
         let drained = source.drain(last, &mut |r: &Reading<'_>| {
             if failed.is_some() {
@@ -171,43 +255,71 @@ impl Meter {
 
     /// The mechanism read (for a stand-in, the one it costs the same as).
     pub fn mechanism(&self) -> Mechanism {
-        self.source.mechanism()
+        match &self.reads {
+            Reads::Source(s) => s.mechanism(),
+            Reads::Fed { mechanism, .. } => *mechanism,
+        }
     }
 
     /// What reports and metadata call the source ([`Source::label`]).
     pub fn label(&self) -> &'static str {
-        self.source.label()
+        match &self.reads {
+            Reads::Source(s) => s.label(),
+            Reads::Fed { label, .. } => label,
+        }
     }
 
     /// The channels, in the order of every slice this meter returns.
     pub fn channels(&self) -> &[Channel] {
-        self.source.channels()
+        match &self.reads {
+            Reads::Source(s) => s.channels(),
+            Reads::Fed { channels, .. } => channels,
+        }
     }
 
-    /// The CPU of each counter read per sample ([`Source::read_cpus`]).
+    /// The CPU of each counter read per sample ([`Source::read_cpus`]); none
+    /// without a source.
     pub fn read_cpus(&self) -> Vec<u32> {
-        self.source.read_cpus()
+        match &self.reads {
+            Reads::Source(s) => s.read_cpus(),
+            Reads::Fed { .. } => Vec::new(),
+        }
     }
 
     /// What the source left out or wants known (duplicate zones, one-core AMD zones).
     pub fn notes(&self) -> &[String] {
-        self.source.notes()
+        match &self.reads {
+            Reads::Source(s) => s.notes(),
+            Reads::Fed { notes, .. } => notes,
+        }
     }
 
     /// Reads every counter once; returns the timestamp (CLOCK_MONOTONIC ns, taken just
     /// before the reads) and the raw steps each counter advanced since the previous
-    /// sample (all zero on the first). Allocates nothing.
+    /// sample (all zero on the first). Allocates nothing. [`Error::NothingToRead`]
+    /// for a meter without a source.
     pub fn sample(&mut self) -> Result<(u64, &[u64])> {
         let t = monotonic_ns();
-        self.source.read(&mut self.t.raw)?;
+        self.read_raw()?;
         self.account(t)
+    }
+
+    /// Reads the source into the raw buffer.
+    fn read_raw(&mut self) -> Result<()> {
+        let Meter { reads, t } = self;
+        match reads {
+            Reads::Source(s) => Ok(s.read(&mut t.raw)?),
+            Reads::Fed { mechanism, .. } => Err(Error::NothingToRead {
+                mechanism: mechanism.name(),
+            }),
+        }
     }
 
     /// Like [`Meter::sample`], with the [`Marks`] of the sample: the channels whose
     /// energy is not the full interval's. Allocates nothing.
     pub fn sample_marked(&mut self) -> Result<(u64, &[u64], Marks)> {
         let t = monotonic_ns();
-        self.source.read(&mut self.t.raw)?;
+        self.read_raw()?;
         self.account(t)?;
         Ok((t, &self.t.deltas, self.t.marks))
     }

@@ -285,3 +285,63 @@ fn the_meter_fed_a_tpmi_perf_count_across_a_hardware_wrap_reports_the_truth() {
     assert_eq!(r.domains[0].wraps, 1);
     assert!(r.counter_events.is_empty(), "{r:?}");
 }
+
+/// A meter built from the channels alone accounts fed readings exactly as a meter
+/// reading a source does (wraps included), reports the source's mechanism and
+/// notes, and refuses to read with a typed error rather than pretending to.
+#[test]
+fn a_meter_for_channels_is_fed_like_a_reading_one_and_cannot_read() {
+    let m = 1_000_000;
+    let channels = vec![channel(0, Domain::Package, m), channel(0, Domain::Dram, m)];
+    let values = vec![
+        vec![900_000, 0],
+        vec![100_000, 250_000],
+        vec![300_000, 260_000],
+    ];
+    let mut reading = Meter::new(Box::new(Scripted {
+        channels: channels.clone(),
+        values: values.clone(),
+        next: 0,
+    }));
+    let mut fed = Meter::for_channels(Mechanism::Powercap, channels, vec!["a note".into()]);
+    for (k, v) in values.iter().enumerate() {
+        let t = 1_000_000 * (k as u64 + 1);
+        let want = reading.sample().map(|(_, d)| d.to_vec()).unwrap();
+        assert_eq!(fed.feed(t, v).unwrap(), want.as_slice());
+    }
+    assert_eq!(fed.total_steps(), reading.total_steps());
+    assert_eq!(fed.wraps(), vec![1, 0]);
+    assert_eq!(fed.mechanism(), Mechanism::Powercap);
+    assert_eq!(fed.notes(), ["a note".to_string()]);
+    assert_eq!(fed.mode(), Mode::Polled);
+    assert!(fed.read_cpus().is_empty() && fed.kernel_side().is_none());
+    let e = fed.sample().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NothingToRead {
+                mechanism: "powercap"
+            }
+        ),
+        "{e:?}"
+    );
+    // A fresh meter like it: the same channels, nothing accounted.
+    let like = fed.like();
+    assert_eq!(like.channels().len(), 2);
+    assert_eq!(like.total_steps(), vec![0, 0]);
+    assert_eq!(like.notes(), fed.notes());
+    let mut like = reading.like();
+    assert!(like.sample().is_err());
+    assert_eq!(like.channels()[1].id, DomainId::new(0, Domain::Dram));
+    // Described from a source: its label too (a stand-in's is its own).
+    let described = Meter::describing(&Scripted {
+        channels: vec![channel(0, Domain::Package, m)],
+        values: Vec::new(),
+        next: 0,
+    });
+    assert_eq!(
+        (described.label(), described.channels().len()),
+        ("powercap", 1)
+    );
+    assert_eq!(described.report().mechanism, "powercap");
+}

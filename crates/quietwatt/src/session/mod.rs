@@ -6,22 +6,31 @@
 //!   whenever a snapshot or window asks. No thread, nothing running in between:
 //!   the cheapest way to measure, exact as long as no counter can wrap twice
 //!   between two readings (a warning says when a gap was that long).
-//! - a rate: a sampler thread reads the counters at that rate on absolute timerfd
-//!   deadlines (the [`crate::ticker::Pacer`] of every recording), so that a long
+//! - a rate: a sampler thread reads the counters in the background, so that a long
 //!   region is guarded against wraps, and the readings are kept as
-//!   [`SampleRow`]s in a buffer of fixed size. Its loop allocates nothing and holds
-//!   a lock only to account one reading. The thread is stopped and joined by
-//!   [`Session::stop`], or by dropping the session.
+//!   [`SampleRow`]s in a buffer of fixed size. The thread is stopped and joined by
+//!   [`Session::stop`], or by dropping the session. A polled mechanism (perf,
+//!   powercap, msr) is read at that rate on absolute timerfd deadlines (the
+//!   [`crate::ticker::Pacer`] of every recording). An in-kernel mechanism (ebpf,
+//!   perf-ring: [`crate::source::inkernel`]) samples at that rate in the kernel,
+//!   and the thread wakes once per drain period ([`SessionConfig::drain`], 1 s by
+//!   default) to collect the queued readings, as a recording drives it; its first
+//!   and last readings are user-space reads of the same counters, so the energy
+//!   covers the session exactly.
+//!
+//! The sampler thread allocates nothing and takes no lock per reading: it pushes
+//! each raw reading into a lock-free ring, and the calls that look at the session
+//! (snapshots, windows, samples, stop) account what it pushed under the session's
+//! lock when they are made (see `engine`). A snapshot therefore holds every reading
+//! taken so far: with a polled mechanism, at most one period old; with an
+//! in-kernel one, those up to the last drain, at most one drain period old (the
+//! kernel's readings since then are still in its ring).
 //!
 //! Every reading feeds one [`Meter`] for the session and one for each open
 //! window ([`Session::begin_window`]): a window's report is computed by the same
 //! code as the session's (uncertainty, total rule, warnings), over the readings
 //! between its begin and its end, which a mere difference of two reports could
 //! not give.
-//!
-//! The in-kernel mechanisms (ebpf, perf-ring) sample in the kernel and are drained
-//! in batches by [`crate::source::inkernel`]; a session cannot drive them and refuses them
-//! with [`SourceError::MechanismUnavailable`].
 
 mod engine;
 mod report;
@@ -31,13 +40,15 @@ pub use report::Report;
 pub use samples::{SampleRow, SampleStats, DEFAULT_SAMPLES_KEPT};
 
 use crate::domain::DomainId;
-use crate::error::{Error, Result, SetupStep, SourceError};
+use crate::error::{Error, Result, SetupStep};
+use crate::kernel_figures::KernelFigures;
 use crate::meter::{monotonic_ns, Meter};
-use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
+use crate::overhead::{Overhead, ThreadUsage};
 use crate::root::SysRoot;
-use crate::source::{self, Channel, Mechanism, Selection, Source};
+use crate::source::inkernel::{self, DEFAULT_DRAIN_HZ};
+use crate::source::{self, Mechanism, Mode, Selection, Source};
 use crate::ticker::{Hertz, TimerFd};
-use engine::{Shared, State};
+use engine::{SamplerEnd, Shared, State};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -55,6 +66,7 @@ pub struct SessionConfig {
     mechanism: Option<Mechanism>,
     domains: Selection,
     rate: Option<Hertz>,
+    drain: Hertz,
     samples_kept: usize,
 }
 
@@ -65,6 +77,7 @@ impl Default for SessionConfig {
             mechanism: None,
             domains: Selection::all(),
             rate: None,
+            drain: Hertz::clamped(DEFAULT_DRAIN_HZ),
             samples_kept: DEFAULT_SAMPLES_KEPT,
         }
     }
@@ -86,24 +99,37 @@ impl SessionConfig {
         self
     }
 
-    /// The mechanism to read; `None` (the default) chooses the first of
-    /// [`Mechanism::ALL`] that opens and whose counters move.
+    /// The mechanism to read; `None` (the default) chooses the first polled one
+    /// (perf, powercap, msr) that opens and whose counters move. ebpf and
+    /// perf-ring sample in the kernel and need a [`SessionConfig::rate`]; where the
+    /// kernel refuses perf-ring's group, the same events are polled through perf
+    /// (a warning in the reports says so).
     pub fn mechanism(mut self, mechanism: impl Into<Option<Mechanism>>) -> Self {
         self.mechanism = mechanism.into();
         self
     }
 
     /// The domains to measure (default: all). A domain the machine does not expose
-    /// makes [`Session::start`] fail with [`SourceError::UnknownDomain`].
+    /// makes [`Session::start`] fail with [`crate::SourceError::UnknownDomain`].
     pub fn domains(mut self, domains: Selection) -> Self {
         self.domains = domains;
         self
     }
 
-    /// `Some(f)`: a sampler thread reads the counters at `f`; `None` (the default):
-    /// the counters are read only at start, stop, snapshots and windows.
+    /// `Some(f)`: a sampler thread reads the counters at `f` (for ebpf and
+    /// perf-ring, the kernel samples at `f` and the thread drains it); `None` (the
+    /// default): the counters are read only at start, stop, snapshots and windows.
     pub fn rate(mut self, rate: impl Into<Option<Hertz>>) -> Self {
         self.rate = rate.into();
+        self
+    }
+
+    /// How often the sampler thread of an in-kernel mechanism (ebpf, perf-ring)
+    /// wakes to collect the kernel's readings (default 1 Hz: one wake-up a
+    /// second); snapshots see the readings up to the last drain. Polled
+    /// mechanisms ignore it.
+    pub fn drain(mut self, drain: Hertz) -> Self {
+        self.drain = drain;
         self
     }
 
@@ -123,10 +149,12 @@ pub struct Session {
     mechanism: Mechanism,
     channels: Vec<DomainId>,
     rate: Option<Hertz>,
+    /// How the background thread reads ([`Mode::Polled`] without one).
+    mode: Mode,
     /// Without a rate, the source is read here, on the caller's thread.
     polled: Option<Mutex<Box<dyn Source>>>,
     /// With a rate, the sampler thread, which owns the source.
-    sampler: Option<JoinHandle<SamplerCounts>>,
+    sampler: Option<JoinHandle<SamplerEnd>>,
     /// Said while starting (sampler placement, a rate too slow for the counters).
     notes: Vec<String>,
     /// The longest time a counter may go unread before it can wrap twice unseen.
@@ -139,6 +167,7 @@ impl std::fmt::Debug for Session {
             .field("mechanism", &self.mechanism)
             .field("channels", &self.channels)
             .field("rate", &self.rate)
+            .field("mode", &self.mode)
             .field("running", &self.sampler.is_some())
             .finish()
     }
@@ -147,44 +176,55 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// Opens the counters and takes the first reading; with a rate, starts the
     /// sampler thread (returning once it is set up). Fails with the error of the
-    /// source ([`SourceError::NoDomains`], [`SourceError::Permission`], [`SourceError::UnknownDomain`],
-    /// ...), or [`SourceError::MechanismUnavailable`] for ebpf and perf-ring.
+    /// source ([`crate::SourceError::NoDomains`], [`crate::SourceError::Permission`],
+    /// [`crate::SourceError::UnknownDomain`], ...), or [`Error::NeedsRate`] for ebpf and
+    /// perf-ring without a rate.
     pub fn start(config: SessionConfig) -> Result<Session> {
-        if let Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) = config.mechanism {
-            return Err(SourceError::MechanismUnavailable {
-                mechanism: m.name(),
-                why: "a session reads the counters from user space, and this mechanism \
-                      samples in the kernel and is drained in batches (quietwatt::inkernel); \
-                      measure with perf, powercap or msr, or let the session choose"
-                    .into(),
+        let mut notes = Vec::new();
+        let source = match config.mechanism {
+            Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) => {
+                let Some(freq) = config.rate else {
+                    return Err(Error::NeedsRate {
+                        mechanism: m.name(),
+                    });
+                };
+                match inkernel::open(&config.root, m, &config.domains, freq, config.drain)? {
+                    inkernel::Opened::InKernel(s) => Box::new(s) as Box<dyn Source>,
+                    inkernel::Opened::Fallback { source, reason } => {
+                        notes.push(format!(
+                            "{m}: {reason}; the same events are polled through perf at {} Hz instead",
+                            freq.hz()
+                        ));
+                        source
+                    }
+                }
             }
-            .into());
-        }
-        let source = source::open(&config.root, config.mechanism, &config.domains)?;
-        Session::start_on(source, config)
+            m => source::open(&config.root, m, &config.domains)?,
+        };
+        let mut session = Session::start_on(source, config)?;
+        session.notes.extend(notes);
+        Ok(session)
     }
 
     /// Like [`Session::start`], on counters already opened: no discovery (zone
     /// names, units, ranges, quirks), only the first reading. The source comes from
-    /// [`Session::stop_reusable`] of an earlier session (or [`source::open`]); the
-    /// config's rate and buffer apply, its root, mechanism and domains are the
-    /// source's. A caller that measures many short regions keeps one source.
+    /// [`Session::stop_reusable`] of an earlier session (or [`source::open`], or
+    /// [`inkernel::open`]); the config's rate and buffer apply, its root, mechanism
+    /// and domains are the source's. A caller that measures many short regions
+    /// keeps one source. A buffered source (ebpf, perf-ring) always gets a sampler
+    /// thread, at its own sampling and drain rates, whatever the config's rate.
     pub fn start_on(mut source: Box<dyn Source>, config: SessionConfig) -> Result<Session> {
-        if source.mode() != crate::source::Mode::Polled {
-            return Err(SourceError::MechanismUnavailable {
-                mechanism: source.mechanism().name(),
-                why: "a session reads the counters from user space, and this source samples \
-                      in the kernel and is drained in batches"
-                    .into(),
-            }
-            .into());
-        }
         let mechanism = source.mechanism();
+        let mode = source.mode();
+        let rate = match mode {
+            Mode::Polled => config.rate,
+            Mode::Buffered { freq, .. } => Some(freq),
+        };
         let channels: Vec<DomainId> = source.channels().iter().map(|c| c.id).collect();
-        let meter = Meter::new(Box::new(Fed::of(source.as_ref())));
+        let meter = Meter::describing(source.as_ref());
         let safe_gap = meter.max_safe_period();
         let mut notes = Vec::new();
-        if let (Some(f), Some(safe)) = (config.rate, safe_gap) {
+        if let (Some(f), Some(safe)) = (rate, safe_gap) {
             if f.period() > safe {
                 notes.push(format!(
                     "a sampling period of {:.3} s is longer than the {:.3} s in which a counter can wrap twice at its domain's highest plausible power: a wrap could go unseen; sample faster",
@@ -193,37 +233,45 @@ impl Session {
                 ));
             }
         }
-        let rows = config
-            .rate
-            .map(|_| samples::SampleRing::new(config.samples_kept, channels.len()));
-        let timer = match config.rate {
+        let rows = rate.map(|_| samples::SampleRing::new(config.samples_kept, channels.len()));
+        let timer = match rate {
             Some(_) => Some(TimerFd::new().map_err(|source| Error::Setup {
                 step: SetupStep::Timer,
                 source,
             })?),
             None => None,
         };
+        let (outbox, inbox) = match rate {
+            Some(f) => {
+                let (p, c) = engine::ring(engine::ring_records(mode, f), channels.len());
+                (Some(p), Some(c))
+            }
+            None => (None, None),
+        };
         let mut raw = vec![0u64; channels.len()];
-        // The first reading, last before any thread starts: the measurement begins
-        // here, not after a thread start-up that a loaded machine can delay.
+        // A buffered source's kernel sampling starts, then the first reading, last
+        // before any thread starts: the measurement begins here, not after a
+        // thread start-up that a loaded machine can delay.
+        source.start()?;
         let t = monotonic_ns();
         source.read(&mut raw)?;
-        let mut state = State::new(meter, rows);
-        state.feed(t, &raw, 0)?;
+        let mut state = State::new(meter, rows, inbox);
+        state.feed(t, &raw, 0, 0)?;
         let shared = Arc::new(Shared::new(state, timer));
-        let (polled, sampler) = match config.rate {
-            None => (Some(Mutex::new(source)), None),
-            Some(f) => {
-                let (handle, w) = engine::spawn(Arc::clone(&shared), source, f, t, raw)?;
+        let (polled, sampler) = match (rate, outbox) {
+            (Some(f), Some(outbox)) => {
+                let (handle, w) = engine::spawn(Arc::clone(&shared), source, outbox, f, t, raw)?;
                 notes.extend(w);
                 (None, Some(handle))
             }
+            _ => (Some(Mutex::new(source)), None),
         };
         Ok(Session {
             shared,
             mechanism,
             channels,
-            rate: config.rate,
+            rate,
+            mode,
             polled,
             sampler,
             notes,
@@ -242,14 +290,31 @@ impl Session {
         &self.channels
     }
 
-    /// The sampler thread's rate, if the session has one.
+    /// The longest time a counter may go between two readings before it can wrap
+    /// twice unseen at its domain's highest plausible power (half the shortest
+    /// wrap time, [`Meter::max_safe_period`]); a rate slower than that gets a
+    /// warning in the reports. `None` without channels.
+    pub fn safe_period(&self) -> Option<Duration> {
+        self.safe_gap
+    }
+
+    /// The sampler thread's rate (for ebpf and perf-ring, the kernel's sampling
+    /// rate), if the session has one.
     pub fn rate(&self) -> Option<Hertz> {
         self.rate
     }
 
+    /// How the session's sampler thread reads: [`Mode::Polled`] (also without a
+    /// thread), or [`Mode::Buffered`] with the kernel's rate and the drain rate.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// The energy so far. Without a rate the counters are read once more (on this
-    /// thread); with one, this is the sampler's last reading, at most one period
-    /// old. Fails only when that extra reading fails.
+    /// thread); with one, this is the sampler's last reading: at most one period
+    /// old when polled, at most one drain period old (1 s by default) for ebpf and
+    /// perf-ring, whose readings since the last drain are still in the kernel's
+    /// ring. Fails only when that extra reading fails.
     pub fn snapshot(&self) -> Result<Report> {
         self.read_now()?;
         let st = self.state();
@@ -277,7 +342,7 @@ impl Session {
     /// The sample buffer's bound and what it held, handed out and dropped; `None`
     /// without a rate.
     pub fn sample_stats(&self) -> Option<SampleStats> {
-        self.state().rows.as_ref().map(|r| r.stats())
+        self.state().sample_stats()
     }
 
     /// The reading error that ended the sampler thread, if one did: a long-running
@@ -311,9 +376,10 @@ impl Session {
         Ok(self.report_of(&meter, &st, Some(name)))
     }
 
-    /// Ends the measurement: the last reading (the sampler's, woken at once), the
-    /// thread joined, and the report with the sampler's cost. Fails when a reading
-    /// failed ([`SourceError::Vanished`], [`SourceError::CorruptCounter`], ...): a background
+    /// Ends the measurement: the last reading (the sampler's, woken at once: for
+    /// ebpf and perf-ring a last drain and a user-space read), the thread joined,
+    /// and the report with the sampler's cost. Fails when a reading
+    /// failed ([`crate::SourceError::Vanished`], [`crate::SourceError::CorruptCounter`], ...): a background
     /// session's report then stops at the last good reading, which
     /// [`Session::snapshot`] still gave before `stop`.
     pub fn stop(self) -> Result<Report> {
@@ -342,14 +408,29 @@ impl Session {
     /// The last reading, the thread joined, the final report and rows.
     fn finish(&mut self) -> Result<(Report, Vec<SampleRow>)> {
         self.read_now()?;
-        let counts = self.join();
+        let end = self.join();
         let mut st = self.state();
         if let Some(e) = st.error.take() {
             return Err(e);
         }
         let mut report = self.report_of(&st.meter, &st, None);
-        report.overhead = counts.map(|c| Overhead::new(&c, ThreadUsage::default(), c.samples));
-        report.samples = st.rows.as_ref().map(|r| r.stats());
+        if let Some(end) = end {
+            let c = &end.counts;
+            let mut o = Overhead::new(c, ThreadUsage::default(), c.samples);
+            if let Some(side) = &end.kernel {
+                // The sampler woke once per drain, not per reading: its wake-ups
+                // are its voluntary context switches, as a recording's kernel
+                // figures count them.
+                if o.duration_s > 0.0 {
+                    o.wakeups_per_s = c.usage.voluntary_switches as f64 / o.duration_s;
+                }
+                let k = KernelFigures::new(side, c, ThreadUsage::default());
+                report.energy.warnings.extend(k.warnings());
+                report.kernel = Some(k);
+            }
+            report.overhead = Some(o);
+        }
+        report.samples = st.sample_stats();
         let rows = st.rows.as_mut().map_or_else(Vec::new, |r| r.drain());
         Ok((report, rows))
     }
@@ -364,18 +445,18 @@ impl Session {
         let mut raw = vec![0u64; self.channels.len()];
         let t = monotonic_ns();
         source.read(&mut raw)?;
-        let missed = 0;
-        self.state().feed(t, &raw, missed)
+        self.state().feed(t, &raw, 0, 0)
     }
 
+    /// The state, with every reading the sampler has taken so far accounted.
     fn state(&self) -> MutexGuard<'_, State> {
-        self.shared.state()
+        self.shared.folded()
     }
 
-    /// Stops the sampler thread and waits for it; its counts, if there was one.
-    /// A panic of the sampler is not raised again here (this runs in `Drop`): the
-    /// session's error says the sampling ended.
-    fn join(&mut self) -> Option<SamplerCounts> {
+    /// Stops the sampler thread and waits for it; what it hands back, if there was
+    /// one. A panic of the sampler is not raised again here (this runs in `Drop`):
+    /// the session's error says the sampling ended.
+    fn join(&mut self) -> Option<SamplerEnd> {
         let handle = self.sampler.take()?;
         self.shared.stop.store(true, Ordering::Release);
         if let Some(t) = &self.shared.timer {
@@ -408,6 +489,12 @@ impl Session {
                 ));
             }
         }
+        if st.merged > 0 {
+            energy.warnings.push(format!(
+                "{} reading(s) were folded into the next one: nobody read the session while its sampler's ring was full; the sample rows are coarser there, the energy is whole",
+                st.merged
+            ));
+        }
         if let Some(e) = &st.error {
             energy.warnings.push(format!(
                 "the sampling stopped early: {e}; the figures end at the last good reading"
@@ -420,6 +507,7 @@ impl Session {
             energy,
             overhead: None,
             samples: None,
+            kernel: None,
         }
     }
 }
@@ -441,60 +529,131 @@ pub fn measure<T>(config: SessionConfig, work: impl FnOnce() -> T) -> Result<(T,
     Ok((value, report))
 }
 
-/// The description of an opened source without the source itself: what a
-/// [`Meter`] fed with readings taken elsewhere ([`Meter::feed`]) reports as its
-/// mechanism, channels and notes. The session reads the counters once per reading
-/// and feeds the same values to the session's meter and every window's.
-struct Fed {
-    mechanism: Mechanism,
-    channels: Vec<Channel>,
-    notes: Vec<String>,
-}
-
-impl Fed {
-    fn of(source: &dyn Source) -> Fed {
-        Fed {
-            mechanism: source.mechanism(),
-            channels: source.channels().to_vec(),
-            notes: source.notes().to_vec(),
-        }
-    }
-
-    /// A fresh meter over the same channels as `m`.
-    fn meter_like(m: &Meter) -> Meter {
-        Meter::new(Box::new(Fed {
-            mechanism: m.mechanism(),
-            channels: m.channels().to_vec(),
-            notes: m.notes().to_vec(),
-        }))
-    }
-}
-
-impl Source for Fed {
-    fn mechanism(&self) -> Mechanism {
-        self.mechanism
-    }
-
-    fn channels(&self) -> &[Channel] {
-        &self.channels
-    }
-
-    /// Never called: a fed meter is only given readings ([`Meter::feed`]).
-    fn read(&mut self, _out: &mut [u64]) -> crate::error::SourceResult<()> {
-        Err(SourceError::MechanismUnavailable {
-            mechanism: self.mechanism.name(),
-            why: "a session's meter is fed the session's readings and reads nothing itself".into(),
-        })
-    }
-
-    fn notes(&self) -> &[String] {
-        &self.notes
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counter::Wrap;
+    use crate::domain::Domain;
+    use crate::source::Channel;
+    use crate::units::EnergyUnit;
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicU64;
+
+    /// Two counters drawing 1 W and 2 W exactly: microjoules from the monotonic
+    /// clock, so that any two readings are plausible however the sampler is
+    /// scheduled, and the truth between two readings is known.
+    struct Clockwork {
+        channels: Vec<Channel>,
+        reads: Arc<AtomicU64>,
+    }
+
+    impl Clockwork {
+        fn new(reads: Arc<AtomicU64>) -> Clockwork {
+            let channel = |d| Channel {
+                id: DomainId::new(0, d),
+                unit: EnergyUnit::Microjoule,
+                wrap: Wrap::PERF,
+                origin: PathBuf::from(format!("/clockwork/{d}")),
+                limit: None,
+            };
+            Clockwork {
+                channels: vec![channel(Domain::Package), channel(Domain::Dram)],
+                reads,
+            }
+        }
+    }
+
+    impl Source for Clockwork {
+        fn mechanism(&self) -> Mechanism {
+            Mechanism::Powercap
+        }
+        fn channels(&self) -> &[Channel] {
+            &self.channels
+        }
+        fn read(&mut self, out: &mut [u64]) -> crate::error::SourceResult<()> {
+            let us = monotonic_ns() / 1000;
+            out[0] = us;
+            out[1] = 2 * us;
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    /// Waits (without assuming any timing) until the source was read `n` times
+    /// more than `from`; a minute is only a guard against a stuck sampler.
+    fn until_reads(reads: &AtomicU64, from: u64, n: u64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while reads.load(Ordering::Relaxed) < from + n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sampler stopped reading"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Nobody reads the session for three rings' worth of readings: the sampler
+    /// folds its ring itself and no row is lost. Then a caller holds the session's
+    /// lock for more than a ring's worth: the readings that did not fit go into the
+    /// next, counted and reported, and the energy stays whole.
+    #[test]
+    fn a_session_nobody_reads_keeps_every_row_and_a_full_ring_merges_with_the_energy_whole() {
+        let reads = Arc::new(AtomicU64::new(0));
+        let rate = Hertz::new(1000.0).unwrap();
+        let ring = engine::ring_records(Mode::Polled, rate) as u64;
+        let s = Session::start_on(
+            Box::new(Clockwork::new(reads.clone())),
+            SessionConfig::default().rate(rate),
+        )
+        .unwrap();
+        until_reads(&reads, 0, 3 * ring);
+        let stats = s.sample_stats().unwrap();
+        assert_eq!(stats.merged, 0, "{stats:?}");
+        assert_eq!(stats.dropped, 0, "{stats:?}");
+        assert!(stats.kept as u64 >= 3 * ring - 1, "{stats:?}");
+
+        s.begin_window("held").unwrap();
+        let held = reads.load(Ordering::Relaxed);
+        {
+            let _lock = s.shared.folded();
+            until_reads(&reads, held, ring + ring / 2);
+        }
+        let window = s.end_window("held").unwrap();
+        let (r, rows) = s.stop_with_samples().unwrap();
+        let stats = r.samples.clone().unwrap();
+        let o = r.overhead.clone().unwrap();
+        assert!(stats.merged > 0, "{stats:?}");
+        assert_eq!(o.ring_full, stats.merged, "{o:?}");
+        assert!(
+            r.warnings()
+                .iter()
+                .any(|w| w.contains("folded into the next")),
+            "{:?}",
+            r.warnings()
+        );
+        // Every reading is a row or merged into one.
+        assert_eq!(rows.len() as u64 + stats.merged, o.samples);
+        // The rows add up to the report, whose energy is the clock's: 1 W and 2 W
+        // over the session's duration, to the microjoule quantum.
+        let d = r.energy.duration_s;
+        for (i, watts) in [(0, 1.0), (1, 2.0)] {
+            let sum: f64 = rows.iter().map(|row| row.energy_j[i].0).sum();
+            let e = r.energy.domains[i].energy_j.0;
+            assert!(
+                (sum - e).abs() < 1e-9,
+                "channel {i}: rows {sum} J, report {e} J"
+            );
+            assert!(
+                (e - watts * d).abs() < 2e-6 * watts,
+                "channel {i}: {e} J in {d} s"
+            );
+        }
+        let covered: u64 = rows.iter().map(|row| row.interval_ns).sum();
+        assert!((covered as f64 / 1e9 - d).abs() < 1e-6);
+        // The window spans the held lock: its energy is inside the session's.
+        let w = window.energy.domains[0].energy_j.0;
+        assert!(w > 0.0 && w <= r.energy.domains[0].energy_j.0);
+    }
 
     /// A session is shared with the threads that snapshot it (an exporter's, a
     /// Python runtime's): it must stay `Send + Sync`.
@@ -506,19 +665,19 @@ mod tests {
     }
 
     #[test]
-    fn the_in_kernel_mechanisms_are_refused_before_anything_is_opened() {
-        let err = Session::start(
-            SessionConfig::default()
-                .root(SysRoot::new("/nonexistent"))
-                .mechanism(Mechanism::Ebpf),
-        )
-        .unwrap_err();
-        assert!(matches!(
-            err,
-            Error::Source(SourceError::MechanismUnavailable {
-                mechanism: "ebpf",
-                ..
-            })
-        ));
+    fn the_in_kernel_mechanisms_without_a_rate_are_refused_before_anything_is_opened() {
+        for m in [Mechanism::Ebpf, Mechanism::PerfRing] {
+            let err = Session::start(
+                SessionConfig::default()
+                    .root(SysRoot::new("/nonexistent"))
+                    .mechanism(m),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, Error::NeedsRate { mechanism } if mechanism == m.name()),
+                "{err:?}"
+            );
+            assert!(err.to_string().contains("give the session a rate"), "{err}");
+        }
     }
 }

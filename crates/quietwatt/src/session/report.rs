@@ -3,6 +3,7 @@
 
 use super::samples::SampleStats;
 use crate::domain::{Domain, DomainId};
+use crate::kernel_figures::KernelFigures;
 use crate::meter::{DomainEnergy, EnergyReport};
 use crate::overhead::Overhead;
 use crate::source::Mechanism;
@@ -43,6 +44,12 @@ pub struct Report {
     /// [`crate::Session::stop_with_samples`] returned).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub samples: Option<SampleStats>,
+    /// What the kernel side of an in-kernel mechanism (ebpf, perf-ring) did over
+    /// the session: the samples it took and dropped, the drains and the sampler's
+    /// wake-ups a second; present in the final report of such a session (as
+    /// `kernel` in `quietwatt run --json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelFigures>,
 }
 
 impl Report {

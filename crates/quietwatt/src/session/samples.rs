@@ -39,6 +39,11 @@ pub struct SampleStats {
     /// The energy of the dropped rows per channel: the reports still count it, so
     /// the rows kept, the rows drained and this add up to the session's energy.
     pub dropped_energy_j: Vec<Joules>,
+    /// Readings the sampler could not hand over because nobody read the session
+    /// while the ring between them was full: each went into the next row, whose
+    /// energy and interval cover it (rows coarser, energy whole). 0 unless the
+    /// session's lock was held for a long time.
+    pub merged: u64,
 }
 
 /// A ring of rows in flat arrays (one allocation each, made up front).
@@ -146,6 +151,7 @@ impl SampleRing {
             drained: self.drained,
             dropped: self.dropped,
             dropped_energy_j: self.dropped_energy.iter().map(|&e| Joules(e)).collect(),
+            merged: 0,
         }
     }
 }
