@@ -17,6 +17,7 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod serve_events;
+mod serve_http;
 pub mod top;
 pub mod trace;
 

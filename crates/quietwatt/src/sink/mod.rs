@@ -4,7 +4,7 @@
 //! [`Sample`] at a time in order, in joules, on the writer thread (never on the
 //! sampler's hot path), then [`Sink::flush`] at least once a second and
 //! [`Sink::finish`] at the end. A columnar format fits the same shape: Parquet
-//! ([`parquet`], feature `parquet`) begins with the schema and an empty footer,
+//! (`parquet`, feature `parquet`) begins with the schema and an empty footer,
 //! appends samples to its columns, writes a row group (and the footer after it) at
 //! the flushes where one is due, and the last one at `finish`.
 
@@ -223,7 +223,7 @@ pub enum Format {
     Csv,
     /// JSON Lines, metadata as the first line.
     Jsonl,
-    /// Parquet, metadata in the key-value metadata ([`parquet`]). Needs the
+    /// Parquet, metadata in the key-value metadata (`sink::parquet`). Needs the
     /// `parquet` feature, and a regular file: not a stream.
     Parquet,
 }
