@@ -3,7 +3,7 @@
 //! Three kinds of threads, none waiting on another for long:
 //! - the samplers (each a [`Session`] with a rate). Where the kernel can sample
 //!   the counters itself (ebpf, else perf-ring: `--mechanism`, or the automatic
-//!   choice), one session reads every domain and its thread wakes once per drain
+//!   choice when it finds perf), one session reads every domain and its thread wakes once per drain
 //!   period (`--drain-hz`, 1 s): about one user-space wake-up a second whatever
 //!   `--freq`. Otherwise one polled session per domain, each reading at `--freq`,
 //!   so that a counter that vanishes (a powercap zone, an MSR) ends its own
@@ -54,9 +54,9 @@ pub struct Args {
     /// stderr). Loopback by default: expose it wider only behind auth or a proxy.
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
-    /// Mechanism to read. Default: sampling in the kernel where it works here (ebpf,
-    /// else perf-ring: about one wake-up a second), else the best polled one (perf,
-    /// powercap or msr).
+    /// Mechanism to read. Default: the best polled one that works here (perf,
+    /// powercap or msr) and, when it is perf, those events sampled in the kernel
+    /// instead where that works (ebpf, else perf-ring: about one wake-up a second).
     #[arg(short, long)]
     mechanism: Option<Mechanism>,
     /// Also export each CPU's idle states (entries and seconds, from cpuidle) and
