@@ -37,10 +37,10 @@ usage() {
 
 samples() { curl -s "$1/metrics" | awk '/^quietwatt_samples_total /{print $2}'; }
 
-# One window of variant $1 (perf, perf-ring, ebpf) at $2 Hz: "cpu_ns vol readings secs".
-window() {
-  local m=$1 f=$2 log=$work/serve.log addr
-  "$q" serve --listen 127.0.0.1:0 -m "$m" --stand-in-events -f "$f" 2>"$log" &
+# Starts serve -m $1 at $2 Hz into $log and sets pid and addr; false (and says
+# why on stderr) when it did not start serving within a minute.
+start() {
+  "$q" serve --listen 127.0.0.1:0 -m "$1" --stand-in-events -f "$2" 2>"$log" &
   pid=$!
   # A loaded machine can take seconds to load and verify the BPF program.
   for _ in $(seq 600); do
@@ -50,7 +50,22 @@ window() {
     sleep 0.1
   done
   addr=$(grep -o "http://[0-9.:]*" "$log" | head -1)
-  [ -n "$addr" ] || { echo "serve -m $m did not start: $(cat "$log")" >&2; exit 1; }
+  [ -n "$addr" ] && return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "serve -m $1 at $2 Hz: no address after 60 s: $(cat "$log")" >&2
+    kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+  else
+    wait "$pid"; echo "serve -m $1 at $2 Hz exited with status $? before serving: $(cat "$log")" >&2
+  fi
+  pid=""
+  return 1
+}
+
+# One window of variant $1 (perf, perf-ring, ebpf) at $2 Hz: "cpu_ns vol readings secs".
+window() {
+  local m=$1 f=$2 log=$work/serve.log addr
+  # One retry, said on stderr: the figures are of a serve that started.
+  start "$m" "$f" || start "$m" "$f" || exit 1
   sleep 3
   local n0 n1 u0 u1 t0 t1
   n0=$(samples "$addr")
