@@ -131,6 +131,9 @@ pub struct Lateness {
 /// The self-accounting of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Overhead {
+    /// The sampler's wake-ups ([`SamplerCounts::wakes`]), for `wakeups_per_s`.
+    #[serde(skip)]
+    pub sampler_wakes: u64,
     /// Seconds from the sampler's first read to its last.
     pub duration_s: f64,
     /// Reads taken by the sampler (the priming read excluded).
@@ -186,6 +189,7 @@ impl Overhead {
         let mut o = Overhead {
             duration_s: duration_ns as f64 / 1e9,
             samples: sampler.samples,
+            sampler_wakes: sampler.wakes,
             written,
             missed_deadlines: sampler.missed,
             ring_full: sampler.ring_full,
@@ -227,8 +231,9 @@ impl Overhead {
         self.cpu_per_sample_ns = per(all.cpu_ns);
         self.sampler_cpu_per_sample_ns = per(self.sampler.cpu_ns);
         let (pct, wakeups) = if self.duration_s > 0.0 {
-            let woke =
-                self.samples + self.writer.voluntary_switches + self.waiter.voluntary_switches;
+            let woke = self.sampler_wakes
+                + self.writer.voluntary_switches
+                + self.waiter.voluntary_switches;
             (
                 all.cpu_ns as f64 / (self.duration_s * 1e9) * 100.0,
                 woke as f64 / self.duration_s,
@@ -321,6 +326,9 @@ impl fmt::Display for Overhead {
 pub struct SamplerCounts {
     /// Reads after the priming one.
     pub samples: u64,
+    /// Times the sampler woke to read: once a tick when it polls, once a drain
+    /// when the kernel samples (then far fewer than `samples`).
+    pub wakes: u64,
     /// Deadlines that passed without a read.
     pub missed: u64,
     /// Samples merged into the next because the ring was full.

@@ -172,6 +172,13 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     // Software events stand in for RAPL: the report says so, never `m`'s name.
     assert_eq!(r.report.mechanism, quietwatt::source::STAND_IN_LABEL);
     assert_eq!(r.kernel.as_ref().map(|k| k.mechanism), Some(m.name()));
+    // The sampler woke once a drain, not once a reading: the overhead says so
+    // (about 2-3 a second with the writer's; a count per reading would be ~1000).
+    assert!(
+        r.overhead.wakeups_per_s < 50.0,
+        "{m}: {} wake-ups/s reported for a drain a second",
+        r.overhead.wakeups_per_s
+    );
 
     // The sum of the written deltas is the counter's own total (first to last
     // reading, from the Meter), channel by channel.

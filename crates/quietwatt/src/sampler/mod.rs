@@ -579,6 +579,7 @@ impl Sampler<'_, '_> {
             }
             (prev_t, self.counts.last_ns) = (t, t);
             self.counts.samples += 1;
+            self.counts.wakes += 1;
             if stopping
                 || self.end_ns.is_some_and(|end| t >= end)
                 || self.control.externally_stopped()
@@ -655,6 +656,7 @@ impl Sampler<'_, '_> {
                 (prev_t, counts.last_ns) = (t, t);
                 counts.samples += 1;
             });
+            self.counts.wakes += 1;
             self.writer.unpark();
             self.last_writer_wake = now;
             if let Err(e) = drained {

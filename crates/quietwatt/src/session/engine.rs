@@ -502,6 +502,7 @@ impl Sampler<'_> {
             self.outbox
                 .push(t, missed, &self.raw, shared, &mut self.counts);
             self.counts.samples += 1;
+            self.counts.wakes += 1;
             self.counts.last_ns = t;
             if stopping || shared.failed.load(Ordering::Relaxed) {
                 return None;
@@ -551,6 +552,7 @@ impl Sampler<'_> {
                 counts.last_ns = r.t_ns;
                 counts.samples += 1;
             });
+            self.counts.wakes += 1;
             if let Err(e) = drained {
                 return Some(e.into());
             }
