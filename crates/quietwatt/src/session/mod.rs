@@ -416,14 +416,8 @@ impl Session {
         let mut report = self.report_of(&st.meter, &st, None);
         if let Some(end) = end {
             let c = &end.counts;
-            let mut o = Overhead::new(c, ThreadUsage::default(), c.samples);
+            let o = Overhead::new(c, ThreadUsage::default(), c.samples);
             if let Some(side) = &end.kernel {
-                // The sampler woke once per drain, not per reading: its wake-ups
-                // are its voluntary context switches, as a recording's kernel
-                // figures count them.
-                if o.duration_s > 0.0 {
-                    o.wakeups_per_s = c.usage.voluntary_switches as f64 / o.duration_s;
-                }
                 let k = KernelFigures::new(side, c, ThreadUsage::default());
                 report.energy.warnings.extend(k.warnings());
                 report.kernel = Some(k);
