@@ -215,12 +215,7 @@ fn open_plan(mut plan: Plan, freq: Hertz, drain: Hertz) -> Result<Opened> {
     if let Some(n) = max_rate.and_then(|m| throttle_note(plan.mechanism, m, freq)) {
         plan.notes.push(n);
     }
-    // No RAPL PMU is the software PMU: such events only stand in for energy.
-    let stand_in = plan
-        .groups
-        .iter()
-        .flat_map(|g| &g.events)
-        .all(|e| e.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE);
+    let stand_in = EventSpec::all_stand_ins(plan.groups.iter().flat_map(|g| &g.events));
     match plan.mechanism {
         #[cfg(feature = "bpf")]
         Mechanism::Ebpf => {

@@ -32,6 +32,16 @@ pub struct EventSpec {
 }
 
 impl EventSpec {
+    /// Whether every spec is a software event: no RAPL PMU is the software PMU, so
+    /// such events only stand in for energy ([`crate::Source::label`] says so).
+    pub fn all_stand_ins<'a>(specs: impl IntoIterator<Item = &'a EventSpec>) -> bool {
+        let mut any = false;
+        specs.into_iter().all(|s| {
+            any = true;
+            s.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE
+        }) && any
+    }
+
     /// A spec with an origin naming the raw event (`perf type T config C cpu N`).
     pub fn new(id: DomainId, pmu_type: u32, config: u64, cpu: u32, unit: EnergyUnit) -> Self {
         EventSpec {

@@ -92,11 +92,7 @@ impl PerfEvents {
     /// Opens explicit events (any PMU, software events included). Specs that share
     /// a [`DomainId`](quietwatt_core::domain::DomainId) are summed into one channel, so they must share a unit.
     pub fn from_specs(specs: Vec<EventSpec>) -> Result<PerfEvents> {
-        // No RAPL PMU is the software PMU: such events only stand in for energy.
-        let software = !specs.is_empty()
-            && specs
-                .iter()
-                .all(|s| s.pmu_type == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE);
+        let software = EventSpec::all_stand_ins(&specs);
         let mut channels: Vec<Channel> = Vec::new();
         let mut members: Vec<usize> = Vec::new();
         let mut fds = Vec::with_capacity(specs.len());
