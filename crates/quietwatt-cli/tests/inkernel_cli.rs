@@ -4,43 +4,14 @@
 //! CAP_PERFMON); fails, never skips, without it.
 
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// One at a time: each samples CPU 0 at 1 kHz.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Keeps CPU 0 busy, and so its scheduler tick running: perf throttles a sampling
-/// clock on a tickless idle CPU (docs/in-kernel-sampling.md), and these tests check
-/// the mechanisms, not the machine's idleness.
-struct Busy0(Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
-
-fn busy_cpu0() -> Busy0 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let t = std::thread::spawn(move || {
-        // SAFETY: a zeroed set with CPU 0 added, read by sched_setaffinity for this
-        // thread only.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-        }
-        while !s.load(Ordering::Relaxed) {
-            std::hint::spin_loop();
-        }
-    });
-    Busy0(stop, Some(t))
-}
-
-impl Drop for Busy0 {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-        if let Some(t) = self.1.take() {
-            let _ = t.join();
-        }
-    }
-}
+#[path = "../../quietwatt/tests/support/busy.rs"]
+mod busy;
+use busy::busy_cpu0;
 
 fn quietwatt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_quietwatt"))

@@ -572,42 +572,9 @@ fn sigterm_stops_it_cleanly() {
     );
 }
 
-/// Keeps CPU 0 busy, and so its scheduler tick running, while it lives: perf
-/// throttles the kernel's sampling clock on a tickless idle CPU
-/// (docs/in-kernel-sampling.md), and the test below checks the exporter, not the
-/// machine's idleness.
-struct Busy0(
-    Arc<std::sync::atomic::AtomicBool>,
-    Option<std::thread::JoinHandle<()>>,
-);
-
-fn busy_cpu0() -> Busy0 {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let t = std::thread::spawn(move || {
-        // SAFETY: a zeroed set with CPU 0 added, read by sched_setaffinity for this
-        // thread only.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-        }
-        while !s.load(Ordering::Relaxed) {
-            std::hint::spin_loop();
-        }
-    });
-    Busy0(stop, Some(t))
-}
-
-impl Drop for Busy0 {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.1.take() {
-            let _ = t.join();
-        }
-    }
-}
+#[path = "../../quietwatt/tests/support/busy.rs"]
+mod busy;
+use busy::busy_cpu0;
 
 /// The buffered path through each in-kernel mechanism, on the stand-ins of CPU 0
 /// (cpu-clock as the package: one "joule" per second of wall time, so the truth is

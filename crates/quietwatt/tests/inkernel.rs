@@ -27,45 +27,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Keeps CPU 0 busy, and so its scheduler tick running, while it lives. perf
-/// throttles a sampling event after perf_event_max_sample_rate/HZ samples without a
-/// tick (400 at 100 kHz and HZ=250), and an idle CPU stops its tick: the clock then
-/// pauses until something wakes the CPU (see docs/in-kernel-sampling.md). The
-/// mechanisms' own figures are what these tests check, not the machine's idleness.
-struct Busy0 {
-    stop: std::sync::Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-fn busy_cpu0() -> Busy0 {
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let thread = std::thread::spawn(move || {
-        // SAFETY: the set is zeroed, then CPU 0 added; sched_setaffinity reads it for
-        // the calling thread only.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-        }
-        while !s.load(std::sync::atomic::Ordering::Relaxed) {
-            std::hint::spin_loop();
-        }
-    });
-    Busy0 {
-        stop,
-        thread: Some(thread),
-    }
-}
-
-impl Drop for Busy0 {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+#[path = "support/busy.rs"]
+mod busy;
+use busy::busy_cpu0;
 
 /// Keeps what a recording wrote: per-channel sums of the energy, samples, missed.
 #[derive(Default)]
