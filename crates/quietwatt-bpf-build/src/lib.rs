@@ -8,9 +8,14 @@
 //! `bpf_helpers.h` (which libbpf-cargo extracts from libbpf-sys): no bpftool, no
 //! vmlinux.h, no network. `scripts/setup-deps.sh` installs clang.
 //!
+//! Nothing is built unless the crate being built has its `bpf` feature on (cargo
+//! tells the build script through `CARGO_FEATURE_BPF`), and that feature turns on
+//! this crate's `compile` (libbpf-cargo): one build script for every crate.
+//!
 //! # Example
 //!
-//! A crate's `build.rs`, with the build-dependency optional behind its `bpf` feature:
+//! A crate's whole `build.rs`, with `bpf = ["dep:libbpf-rs",
+//! "quietwatt-bpf-build/compile"]` among its features:
 //!
 //! ```no_run
 //! fn main() -> std::process::ExitCode {
@@ -19,18 +24,38 @@
 //! ```
 #![deny(missing_docs)]
 
-use std::env;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Compiles `bpf_dir/*.bpf.c` of the crate being built (a path relative to its
-/// manifest) into skeletons in `OUT_DIR`; on failure, says what to install and
-/// returns a failing exit code for the build script to return.
+/// manifest) into skeletons in `OUT_DIR` when that crate's `bpf` feature is on;
+/// does nothing otherwise. On failure, says what to install and returns a failing
+/// exit code for the build script to return.
 pub fn build_programs(bpf_dir: &str) -> ExitCode {
+    println!("cargo:rerun-if-changed=build.rs");
+    if std::env::var_os("CARGO_FEATURE_BPF").is_none() {
+        return ExitCode::SUCCESS;
+    }
+    compile(bpf_dir)
+}
+
+#[cfg(not(feature = "compile"))]
+fn compile(bpf_dir: &str) -> ExitCode {
+    eprintln!(
+        "quietwatt build: {bpf_dir} has BPF programs and the crate's `bpf` feature is on, but \
+         quietwatt-bpf-build's `compile` is not: add \"quietwatt-bpf-build/compile\" to the \
+         crate's `bpf` feature"
+    );
+    ExitCode::FAILURE
+}
+
+#[cfg(feature = "compile")]
+fn compile(bpf_dir: &str) -> ExitCode {
+    use std::env;
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
     // The directory too: a program added there is built without touching this file.
     println!("cargo:rerun-if-changed={bpf_dir}");
-    println!("cargo:rerun-if-changed=build.rs");
     let Some(out_dir) = env::var_os("OUT_DIR").map(PathBuf::from) else {
         eprintln!("quietwatt build: OUT_DIR is not set (this script runs under cargo only)");
         return ExitCode::FAILURE;
