@@ -137,6 +137,19 @@ impl Names {
         })
     }
 
+    /// An entity's id and name as a table shows them: the pid and the process's
+    /// name, or the cgroup id and its readable name (`?` when no directory has it).
+    pub fn id_and_name(&mut self, e: crate::Entity) -> (String, String) {
+        match e {
+            crate::Entity::Process(p) => (p.to_string(), self.process(p).to_string()),
+            crate::Entity::Cgroup(c) => (
+                c.to_string(),
+                self.cgroup(c)
+                    .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
+            ),
+        }
+    }
+
     /// A cgroup's path relative to the hierarchy (`/` for the root), and its
     /// readable name ([`readable`]); `None` when no directory has this id.
     pub fn cgroup(&mut self, id: u64) -> Option<(&str, &str)> {

@@ -322,12 +322,7 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
             By::Cgroup => "cgroup",
         };
         // The recording's own column notes describe the energy rows this file replaces.
-        let mut fields: Vec<(String, String)> = meta
-            .fields
-            .iter()
-            .filter(|(k, _)| k != "units")
-            .cloned()
-            .collect();
+        let mut fields = meta.fields_except("units");
         fields.push(("units".into(), COLUMNS.into()));
         fields.push(("attribution".into(), by.into()));
         fields.push(("idle_power".into(), self.idle.label()));

@@ -174,7 +174,7 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
         );
     };
     for (e, v) in &top {
-        let (id, name) = entity_name(&mut names, *e);
+        let (id, name) = names.id_and_name(*e);
         row(&id, &name, v);
     }
     if t.entities.len() > top.len() {
@@ -185,18 +185,6 @@ pub fn print_top(totals: &SharedTotals, n: usize) {
         );
     }
     eprintln!();
-}
-
-fn entity_name(names: &mut Names, e: Entity) -> (String, String) {
-    match e {
-        Entity::Process(p) => (p.to_string(), names.process(p).to_string()),
-        Entity::Cgroup(c) => (
-            c.to_string(),
-            names
-                .cgroup(c)
-                .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
-        ),
-    }
 }
 
 fn note_fit(t: &Totals) {
@@ -239,7 +227,7 @@ pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
                 Entity::Process(_) => "process",
                 Entity::Cgroup(_) => "cgroup",
             };
-            let (id, name) = entity_name(&mut names, *e);
+            let (id, name) = names.id_and_name(*e);
             entry(kind, Some(id), name, v)
         })
         .collect();

@@ -123,12 +123,7 @@ pub fn start(
         )
     })?;
     // The energy file's `units` line describes its own columns, not these.
-    let mut fields: Vec<(String, String)> = meta
-        .fields
-        .iter()
-        .filter(|(k, _)| k != "units")
-        .cloned()
-        .collect();
+    let mut fields = meta.fields_except("units");
     fields.push(("events".into(), groups.to_string()));
     fields.push(("events_freq_hz".into(), args.events_freq.hz().to_string()));
     fields.push(("energy_file".into(), output.display().to_string()));

@@ -266,15 +266,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             "CPU %"
         ));
         for (e, total, dynamic, cpu) in rows.iter().take(args.limit) {
-            let (id, name) = match *e {
-                Entity::Process(p) => (p.to_string(), names.process(p).to_string()),
-                Entity::Cgroup(c) => (
-                    c.to_string(),
-                    names
-                        .cgroup(c)
-                        .map_or_else(|| "?".into(), |(_, n)| n.to_string()),
-                ),
-            };
+            let (id, name) = names.id_and_name(*e);
             let name: String = name.chars().take(36).collect();
             screen.push_str(&format!(
                 "{id:>10}  {name:<36} {:>9.3} {:>9.3} {:>7.1}\r\n",

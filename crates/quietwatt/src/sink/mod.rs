@@ -116,6 +116,16 @@ impl Metadata {
     pub fn push(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.fields.push((key.into(), value.into()));
     }
+
+    /// The fields but `key`: for a file beside the recording that takes its
+    /// metadata and describes its own columns (`units`).
+    pub fn fields_except(&self, key: &str) -> Vec<(String, String)> {
+        self.fields
+            .iter()
+            .filter(|(k, _)| k != key)
+            .cloned()
+            .collect()
+    }
 }
 
 /// One sample as a sink receives it, converted to joules.
