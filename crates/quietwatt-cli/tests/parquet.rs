@@ -198,43 +198,12 @@ fn sigkill_leaves_every_row_group_written_before_it_readable() {
     );
 }
 
-/// A tmpfs of `size`, unmounted on drop.
-struct SmallFs(tempfile::TempDir);
-
-impl SmallFs {
-    fn new(size: &str) -> SmallFs {
-        let dir = tempfile::tempdir().unwrap();
-        let st = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size}"),
-                "quietwatt-test-full",
-            ])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(
-            st.success(),
-            "mounting a small tmpfs failed: this test needs root"
-        );
-        SmallFs(dir)
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 fn a_full_disk_keeps_the_row_groups_that_fit_and_the_summary_counts_them() {
     let m = mount(EmulatorConfig::default());
     // Room for a few row groups at 2 kHz (about 50 KB each at the start).
     let fs = SmallFs::new("512k");
-    let out = fs.0.path().join("energy.parquet");
+    let out = fs.path().join("energy.parquet");
     let o = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
         .arg("--root")
         .arg(m.root())

@@ -121,36 +121,11 @@ fn a_starved_sampler_counts_missed_deadlines_and_keeps_the_energy_of_the_gap() {
     );
 }
 
-/// A 64 KiB tmpfs, unmounted on drop.
-struct SmallFs(tempfile::TempDir);
-
-impl SmallFs {
-    fn new() -> SmallFs {
-        let dir = tempfile::tempdir().unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "quietwatt-test-full"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(
-            st.success(),
-            "mounting a small tmpfs failed: this test needs root"
-        );
-        SmallFs(dir)
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 fn a_full_filesystem_ends_with_a_clear_error_and_a_valid_file() {
     let m = mount(EmulatorConfig::default());
-    let fs = SmallFs::new();
-    let out = fs.0.path().join("energy.csv");
+    let fs = SmallFs::new("64k");
+    let out = fs.path().join("energy.csv");
     let child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
         .arg("--root")
         .arg(m.root())

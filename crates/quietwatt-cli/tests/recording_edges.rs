@@ -228,37 +228,11 @@ fn the_row_whose_energy_spans_a_sigstop_reports_its_missed_deadlines() {
     );
 }
 
-/// A 64 KiB tmpfs, unmounted on drop (a panicking test included).
-struct SmallFs(tempfile::TempDir);
-
-impl SmallFs {
-    fn new() -> SmallFs {
-        let dir = tempfile::tempdir().unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "quietwatt-test-full"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(
-            st.success(),
-            "mounting a small tmpfs failed: this test needs root"
-        );
-        SmallFs(dir)
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        // Before the directory itself is removed (the field drops after this).
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 /// Records at 2 kHz into a 64 KiB filesystem until it is full; returns quietwatt's
 /// output and the file's text.
 fn record_until_full(m: &Mounted, format: &str, json: bool) -> (std::process::Output, String) {
-    let fs = SmallFs::new();
-    let out = fs.0.path().join(format!("energy.{format}"));
+    let fs = SmallFs::new("64k");
+    let out = fs.path().join(format!("energy.{format}"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_quietwatt"));
     cmd.arg("--root").arg(m.root()).args([
         "record",

@@ -141,3 +141,42 @@ pub fn assert_png_beside(svg_path: &Path) {
         colours.len()
     );
 }
+
+/// A tmpfs of `size` (e.g. `64k`): a filesystem that fills up, for the full-disk
+/// tests. Unmounted on drop, a panicking test's included. Needs root.
+pub struct SmallFs(tempfile::TempDir);
+
+impl SmallFs {
+    /// Mounts it on a fresh temporary directory.
+    pub fn new(size: &str) -> SmallFs {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "quietwatt-test-full",
+            ])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(
+            st.success(),
+            "mounting a small tmpfs failed: this test needs root"
+        );
+        SmallFs(dir)
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        // Before the directory itself is removed (the field drops after this).
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
