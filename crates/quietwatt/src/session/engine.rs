@@ -317,15 +317,13 @@ impl Outbox {
         let n = raw.len().min(self.staged.len() - HEAD);
         self.staged[HEAD..HEAD + n].copy_from_slice(&raw[..n]);
         self.held = true;
-        if self.ring.slots() < self.staged.len() {
+        // Half full: make room now, if nobody is reading (never a wait).
+        if self.ring.slots() < self.half {
             shared.try_fold();
         }
         if let Ok(chunk) = self.ring.write_chunk_uninit(self.staged.len()) {
             chunk.fill_from_iter(self.staged.iter().copied());
             self.held = false;
-        }
-        if self.ring.slots() < self.half {
-            shared.try_fold();
         }
     }
 }
