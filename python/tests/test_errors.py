@@ -44,6 +44,8 @@ def test_emulate_auto_falls_back_to_the_emulator_only_where_nothing_measures(tmp
         ({"mechanism": "nvml"}, "unknown mechanism 'nvml'"),
         ({"emulate": "sometimes"}, "emulate="),
         ({"domains": []}, "domains= is empty"),
+        # A mechanism that samples in the kernel needs a thread: the fix in Python's terms.
+        ({"mechanism": "perf-ring"}, r"Monitor\(freq="),
     ],
 )
 def test_bad_arguments_raise_bad_argument_which_is_a_value_error(emu, kwargs, match):

@@ -36,6 +36,10 @@ pub fn raise(py: Python<'_>, name: &str, message: String) -> PyErr {
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let hint = match (&e, e.kind()) {
         (Error::TooManyChannels { .. }, _) => " (choose fewer with domains=)",
+        (Error::NeedsRate { .. }, _) => {
+            "\n  in Python: quietwatt.Monitor(freq=..., mechanism=...) samples in the kernel; \
+             measure() and measure_energy read with mechanism='perf', 'powercap' or 'msr'"
+        }
         (Error::Source(SourceError::Permission { .. }), _) | (_, ErrorKind::Unavailable) => {
             "\n  quietwatt.doctor() says what each mechanism needs here; \
              emulate='auto' measures against the built-in emulator instead"
