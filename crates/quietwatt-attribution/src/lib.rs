@@ -15,6 +15,8 @@
 //!   quietwatt creates ([`OwnCgroup`]).
 //! - [`sink`]: a recording's [`quietwatt::sink::Sink`] that writes the split of
 //!   every sample in a long format, and the totals ([`Totals`]).
+//! - [`bounded`]: per-entity counters of bounded number for an exporter (the
+//!   heaviest lately, and "other"), monotone and conserved ([`Bounded`]).
 //!
 //! The model and its limits: `docs/attribution.md`.
 //!
@@ -38,6 +40,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod bounded;
 #[cfg(feature = "bpf")]
 mod bpf;
 #[cfg(not(feature = "bpf"))]
@@ -50,6 +53,7 @@ pub mod sink;
 pub mod split;
 pub mod timeline;
 
+pub use bounded::Bounded;
 pub use bpf::{Cost, Tracker};
 pub use error::{AttributionError, Result};
 pub use model::{IdlePower, Model, Part, Split};

@@ -15,7 +15,7 @@
 use crate::model::{IdlePower, Model, Part, Split};
 use crate::names::Names;
 use crate::timeline::{By, Entity, Timeline, Usage};
-use quietwatt::domain::Domain;
+use quietwatt::domain::{Domain, DomainId};
 use quietwatt::sink::{Metadata, Sample, Sink};
 use quietwatt::source::Channel;
 use std::collections::BTreeMap;
@@ -209,6 +209,61 @@ impl<W: Write + Send> AttributionSink<W> {
         Arc::clone(&self.totals)
     }
 
+    /// Lays out the split for samples whose energies are of `channels`, in this
+    /// order (what [`Sink::begin`] does, without writing a header): for a consumer
+    /// that hands samples to [`Sink::sample`] itself, such as an exporter.
+    pub fn set_channels(&mut self, channels: &[DomainId]) {
+        let mut sockets: Vec<u32> = channels
+            .iter()
+            .filter(|c| c.domain == Domain::Package)
+            .map(|c| c.socket.0)
+            .collect();
+        sockets.sort_unstable();
+        sockets.dedup();
+        self.packages = sockets
+            .iter()
+            .map(|&s| {
+                let of = |d: Domain| {
+                    channels
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| c.socket.0 == s && c.domain == d)
+                        .map(|(i, _)| i)
+                        .collect::<Vec<_>>()
+                };
+                (s, of(Domain::Package), of(Domain::Dram))
+            })
+            .collect();
+        self.cpus = sockets
+            .iter()
+            .map(|&s| self.cpu_socket.iter().filter(|c| **c == Some(s)).count() as u32)
+            .collect();
+        self.cpu_pkg = self
+            .cpu_socket
+            .iter()
+            .map(|so| so.and_then(|so| sockets.iter().position(|&p| p == so)))
+            .collect();
+        self.models = sockets.iter().map(|_| Model::new(self.idle)).collect();
+        self.cum = vec![(0.0, 0); channels.len()];
+        self.usage = vec![Usage::default(); self.packages.len()];
+    }
+
+    /// Brings the totals' kernel-side figures up to now: the slices lost in the
+    /// kernel and each package's fitted idle power (done at the end of a recording;
+    /// an exporter calls it at each refresh).
+    pub fn settle(&self) {
+        let dropped = self.source.dropped();
+        let fitted: Vec<(u32, f64, u64)> = self
+            .packages
+            .iter()
+            .zip(&self.models)
+            .filter_map(|((socket, _, _), m)| m.fitted_idle().map(|(w, n)| (*socket, w, n)))
+            .collect();
+        let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.dropped_slices = dropped;
+        t.fitted_idle = fitted;
+    }
+
     fn uj(&mut self, chans: &[usize], energy: &[quietwatt::units::Joules]) -> u64 {
         let mut sum = 0;
         for &c in chans {
@@ -284,39 +339,8 @@ impl<W: Write + Send> AttributionSink<W> {
 
 impl<W: Write + Send> Sink for AttributionSink<W> {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
-        let mut sockets: Vec<u32> = channels
-            .iter()
-            .filter(|c| c.id.domain == Domain::Package)
-            .map(|c| c.id.socket.0)
-            .collect();
-        sockets.sort_unstable();
-        sockets.dedup();
-        self.packages = sockets
-            .iter()
-            .map(|&s| {
-                let of = |d: Domain| {
-                    channels
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| c.id.socket.0 == s && c.id.domain == d)
-                        .map(|(i, _)| i)
-                        .collect::<Vec<_>>()
-                };
-                (s, of(Domain::Package), of(Domain::Dram))
-            })
-            .collect();
-        self.cpus = sockets
-            .iter()
-            .map(|&s| self.cpu_socket.iter().filter(|c| **c == Some(s)).count() as u32)
-            .collect();
-        self.cpu_pkg = self
-            .cpu_socket
-            .iter()
-            .map(|so| so.and_then(|so| sockets.iter().position(|&p| p == so)))
-            .collect();
-        self.models = sockets.iter().map(|_| Model::new(self.idle)).collect();
-        self.cum = vec![(0.0, 0); channels.len()];
-        self.usage = vec![Usage::default(); self.packages.len()];
+        let ids: Vec<DomainId> = channels.iter().map(|c| c.id).collect();
+        self.set_channels(&ids);
         let by = match self.by {
             By::Process => "process",
             By::Cgroup => "cgroup",
@@ -456,17 +480,7 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        let dropped = self.source.dropped();
-        let fitted: Vec<(u32, f64, u64)> = self
-            .packages
-            .iter()
-            .zip(&self.models)
-            .filter_map(|((socket, _, _), m)| m.fitted_idle().map(|(w, n)| (*socket, w, n)))
-            .collect();
-        let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
-        t.dropped_slices = dropped;
-        t.fitted_idle = fitted;
-        drop(t);
+        self.settle();
         self.out.flush()
     }
 }
