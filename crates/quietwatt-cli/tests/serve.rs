@@ -805,3 +805,199 @@ fn a_real_prometheus_scrapes_it() {
     );
     assert_eq!(prom_query(web, "up{job=\"quietwatt\"}"), Some(1.0));
 }
+
+/// The emulator's load-following package: 10 W idle + 5 W per busy CPU of this
+/// machine (from its real CPU time), so each entity's true dynamic energy is
+/// 5 W × its CPU time.
+fn follow() -> common::Mounted {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
+    config.power.follow = Some(quietwatt_emulator::LoadFollowing::new(10.0, 5.0));
+    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
+    mount(config)
+}
+
+/// Σ of every attributed series (both parts, `other` included) and the
+/// unattributed parts, against the package counter: equal but for the readings
+/// taken between the refresh's split and its snapshot (a few sampling periods).
+fn attribution_adds_up(s: &[(String, String, f64)], max_watts: f64, period_s: f64) -> f64 {
+    let sum = |name: &str| {
+        s.iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|x| x.2)
+            .sum::<f64>()
+    };
+    let split = sum("quietwatt_attributed_energy_joules_total")
+        + sum("quietwatt_unattributed_energy_joules_total");
+    let package = value(s, "quietwatt_energy_joules_total", "domain=\"package\"").unwrap();
+    let lag = package - split;
+    assert!(
+        lag >= -1e-5 && lag <= max_watts * 3.0 * period_s + 1e-5,
+        "split {split} J against the package's {package} J"
+    );
+    split
+}
+
+#[test]
+fn attribute_exports_each_cgroups_energy_against_the_emulators_truth() {
+    let m = follow();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let server = Server::start(
+        m.root(),
+        &[
+            "-m",
+            "powercap",
+            "--attribute",
+            "--idle-watts",
+            "10",
+            "--freq",
+            "50",
+            "--min-interval",
+            "0.2",
+            "--resolution",
+            "0.000001",
+        ],
+    );
+    let v2 = quietwatt_attribution::names::cgroup2_mount().expect("cgroup v2");
+    let pid = std::process::id();
+    let groups: Vec<_> = [150_000, 300_000]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let cg =
+                quietwatt_attribution::OwnCgroup::create_in(&v2, &format!("qw-serve-{pid}-{i}"))
+                    .expect("create a cgroup (root and cgroup v2 are needed)");
+            // Each shell prints its own CPU time (ns) at its end: the truth.
+            let mut cmd = Command::new("sh");
+            cmd.args([
+                "-c",
+                &format!("i=0; while [ $i -lt {n} ]; do i=$((i+1)); done; cat /proc/$$/schedstat"),
+            ])
+            .stdout(Stdio::piped());
+            cg.join_on_exec(&mut cmd);
+            (cg, cmd.spawn().expect("spawn a busy shell"))
+        })
+        .collect();
+    let mut truths = Vec::new();
+    for (cg, child) in groups {
+        let o = child.wait_with_output().unwrap();
+        let cpu_ns: f64 = String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("the shell's schedstat");
+        truths.push((cg, cpu_ns));
+    }
+    // Two refreshes: the exported figures cover both shells' ends.
+    std::thread::sleep(Duration::from_millis(600));
+    let r = server.scrape();
+    let s = parse(&r.body);
+    for (cg, cpu_ns) in &truths {
+        let id = format!("id=\"{}\"", cg.id());
+        let dynamic = s
+            .iter()
+            .find(|(n, l, _)| {
+                n == "quietwatt_attributed_energy_joules_total"
+                    && l.contains(&id)
+                    && l.contains("part=\"dynamic\"")
+            })
+            .map(|x| x.2)
+            .unwrap_or_else(|| panic!("no series for cgroup {}:\n{}", cg.id(), r.body));
+        let truth = 5.0 * cpu_ns / 1e9;
+        // As for `run --attribute`: the shell's start and `cat` add a few ms of CPU
+        // in the cgroup, and the emulator's 10 ms busy quanta per CPU at either end.
+        let tol = 2.0 * cpus * 0.010 * 5.0 + 0.10 * truth;
+        eprintln!(
+            "cgroup {}: dynamic {dynamic:.4} J, truth {truth:.4} J, tolerance {tol:.3} J",
+            cg.id()
+        );
+        assert!(
+            (dynamic - truth).abs() <= tol,
+            "{dynamic} J against {truth} J"
+        );
+        let cpu = value(&s, "quietwatt_attributed_cpu_seconds_total", &id).unwrap();
+        assert!(
+            (cpu - cpu_ns / 1e9).abs() <= 0.05 + 0.1 * cpu_ns / 1e9,
+            "{cpu} s of CPU against {} s",
+            cpu_ns / 1e9
+        );
+    }
+    attribution_adds_up(&s, 10.0 + 5.0 * cpus, 1.0 / 50.0);
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+    assert!(
+        log.contains("attributing the package energy by cgroup"),
+        "{log}"
+    );
+}
+
+#[test]
+fn attribute_top_bounds_the_series_and_every_counter_keeps_adding_up() {
+    let m = follow();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let server = Server::start(
+        m.root(),
+        &[
+            "-m",
+            "powercap",
+            "--attribute",
+            "process",
+            "--attribute-top",
+            "2",
+            "--freq",
+            "50",
+            "--min-interval",
+            "0.2",
+            "--resolution",
+            "0.000001",
+        ],
+    );
+    // Six busy processes, more than the series allowed.
+    let mut children: Vec<_> = (0..6)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let (mut last_other, mut last_split) = (0.0, 0.0);
+    let mut scrapes = 0;
+    let mut done = false;
+    while !done || scrapes < 3 {
+        done = children.iter_mut().all(|c| c.try_wait().unwrap().is_some());
+        std::thread::sleep(Duration::from_millis(250));
+        let r = server.scrape();
+        let s = parse(&r.body);
+        let ids: std::collections::BTreeSet<&str> = s
+            .iter()
+            .filter(|(n, _, _)| n == "quietwatt_attributed_energy_joules_total")
+            .filter_map(|(_, l, _)| l.split("id=\"").nth(1)?.split('"').next())
+            .filter(|id| *id != "other")
+            .collect();
+        assert!(ids.len() <= 2, "{} processes exported: {ids:?}", ids.len());
+        assert!(r.body.contains("by=\"process\",id=\"other\""));
+        let other: f64 = s
+            .iter()
+            .filter(|(n, l, _)| {
+                n == "quietwatt_attributed_energy_joules_total" && l.contains("id=\"other\"")
+            })
+            .map(|x| x.2)
+            .sum();
+        assert!(
+            other >= last_other,
+            "other went from {last_other} to {other}"
+        );
+        let split = attribution_adds_up(&s, 10.0 + 5.0 * cpus, 1.0 / 50.0);
+        assert!(
+            split >= last_split,
+            "the split went from {last_split} to {split}"
+        );
+        (last_other, last_split) = (other, split);
+        scrapes += 1;
+    }
+    // More processes used energy than the two series: the rest is in other.
+    assert!(last_other > 0.0, "nothing in other");
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+}

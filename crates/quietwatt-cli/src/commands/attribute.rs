@@ -25,6 +25,15 @@ pub enum ByArg {
     Cgroup,
 }
 
+impl From<ByArg> for By {
+    fn from(b: ByArg) -> By {
+        match b {
+            ByArg::Process => By::Process,
+            ByArg::Cgroup => By::Cgroup,
+        }
+    }
+}
+
 /// `record`'s attribution flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RecordArgs {
@@ -74,22 +83,29 @@ fn idle(w: Option<IdlePower>) -> Result<IdlePower, Failure> {
     Ok(w.unwrap_or(IdlePower::None))
 }
 
-fn open(
+/// The split's sink on the accounting program: each CPU's package from the
+/// topology under the measured root; `what` names the command or flag in errors.
+pub fn splitter<W: std::io::Write + Send>(
     env: &Environment,
     by: By,
     idle: IdlePower,
-    out: Box<dyn std::io::Write + Send>,
+    out: W,
     format: LongFormat,
-) -> Result<Splitting, Failure> {
-    let sockets =
-        cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("--attribute: {e}")))?;
+    what: &str,
+) -> Result<AttributionSink<W>, Failure> {
+    let or_leave_out = if what.starts_with("--") {
+        format!(", or leave out {what}")
+    } else {
+        String::new()
+    };
+    let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("{what}: {e}")))?;
     let tracker = Tracker::open().map_err(|e| {
         Failure::usage(format!(
-            "--attribute: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with BTF, \
-             or leave out --attribute"
+            "{what}: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with \
+             BTF{or_leave_out}"
         ))
     })?;
-    let sink = AttributionSink::new(
+    Ok(AttributionSink::new(
         out,
         format,
         by,
@@ -97,7 +113,17 @@ fn open(
         sockets,
         Box::new(tracker),
         Names::new(),
-    );
+    ))
+}
+
+fn open(
+    env: &Environment,
+    by: By,
+    idle: IdlePower,
+    out: Box<dyn std::io::Write + Send>,
+    format: LongFormat,
+) -> Result<Splitting, Failure> {
+    let sink = splitter(env, by, idle, out, format, "--attribute")?;
     let totals = sink.totals();
     Ok((Box::new(sink), totals))
 }
@@ -133,11 +159,7 @@ pub fn record_sink(
             )))
         }
     };
-    let by = match by {
-        ByArg::Process => By::Process,
-        ByArg::Cgroup => By::Cgroup,
-    };
-    let (sink, totals) = open(env, by, idle(args.idle_watts)?, Box::new(file), long)?;
+    let (sink, totals) = open(env, by.into(), idle(args.idle_watts)?, Box::new(file), long)?;
     Ok((sink, Some(totals)))
 }
 

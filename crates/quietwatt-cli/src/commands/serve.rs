@@ -23,6 +23,8 @@
 //! which is what a slow client must not be able to cause; the subset needs no
 //! dependency and its limits are plain below.
 
+use super::attribute::ByArg;
+use super::serve_attribution::ServeAttribution;
 use super::serve_http::{base64, start_http, Published};
 use super::{parse_duration, selection};
 use crate::emulated::Environment;
@@ -84,6 +86,27 @@ pub struct Args {
     /// Require HTTP basic auth with the `user:password` on the first line of FILE.
     #[arg(long, value_name = "FILE")]
     basic_auth_file: Option<PathBuf>,
+    /// Also export the package energy split among cgroups (the default) or
+    /// processes at each context switch: the --attribute-top that used the most
+    /// lately get series of their own, the rest add up as id="other". Needs root
+    /// (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "cgroup|process",
+        num_args = 0..=1,
+        default_missing_value = "cgroup"
+    )]
+    attribute: Option<ByArg>,
+    /// With --attribute: how many cgroups or processes get series of their own.
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "attribute",
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    attribute_top: u16,
+    /// With --attribute: each package's idle power in watts, set apart before the
+    /// split and shared by CPU time over the package's capacity, or `fit` to fit it
+    /// as the exporter runs (default: none, every joule is split as dynamic).
+    #[arg(long, value_name = "W|fit", requires = "attribute", value_parser = super::attribute::parse_idle)]
+    idle_watts: Option<quietwatt_attribution::IdlePower>,
     /// For tests and benchmarks on machines without RAPL: serve software counters
     /// of CPU 0 (cpu-clock as "package", task-clock as "core", nanoseconds counted
     /// as nanojoules) through --mechanism ebpf, perf-ring or perf.
@@ -354,6 +377,36 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     };
     let mut slots = open_slots(env, &args, &mut opener)?;
 
+    let mut attribution = match args.attribute {
+        Some(by) => {
+            let slot = slots
+                .iter()
+                .position(|s| s.domains.contains(&Domain::Package))
+                .ok_or_else(|| {
+                    Failure::usage(
+                        "--attribute splits the package energy, which is not read here: \
+                         add package to --domains, or leave out --attribute",
+                    )
+                })?;
+            let channels = slots[slot]
+                .session
+                .as_ref()
+                .map(|s| s.channels().to_vec())
+                .unwrap_or_default();
+            let a = ServeAttribution::open(
+                env,
+                by,
+                args.idle_watts
+                    .unwrap_or(quietwatt_attribution::IdlePower::None),
+                usize::from(args.attribute_top),
+                &channels,
+                opener.freq.hz(),
+                args.min_interval,
+            )?;
+            Some((slot, a))
+        }
+        None => None,
+    };
     let mut events = if args.events {
         Some(super::serve_events::IdleEvents::open(&env.root)?)
     } else {
@@ -370,6 +423,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             args.resolution,
             &opener,
             &mut events,
+            &mut attribution,
         ))),
         scrapes: AtomicU64::new(0),
         auth,
@@ -385,6 +439,16 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             ),
         ),
     };
+    if let Some(by) = args.attribute {
+        eprintln!(
+            "quietwatt: attributing the package energy by {} at each context switch: the {} that used the most lately are exported, the rest as id=\"other\"",
+            match by {
+                ByArg::Cgroup => "cgroup",
+                ByArg::Process => "process",
+            },
+            args.attribute_top
+        );
+    }
     eprintln!(
         "quietwatt: serving http://{addr}/metrics ({} at {} Hz{how}, {}; values every {:.3} s, to {} J){}",
         mechanism.name(),
@@ -420,6 +484,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             args.resolution,
             &opener,
             &mut events,
+            &mut attribution,
         );
         *published
             .exposition
@@ -506,6 +571,7 @@ fn refresh(
     resolution: f64,
     opener: &Opener,
     events: &mut Option<super::serve_events::IdleEvents>,
+    attribution: &mut Option<(usize, ServeAttribution)>,
 ) -> Exposition {
     let mut domains = Vec::new();
     let others = if slots.len() > 1 {
@@ -513,7 +579,7 @@ fn refresh(
     } else {
         ""
     };
-    for slot in slots.iter_mut() {
+    for (i, slot) in slots.iter_mut().enumerate() {
         if slot.session.is_none() && slot.failed_at.is_some_and(|t| t.elapsed() >= RETRY) {
             match opener.open(&slot.selection) {
                 Ok(s) if s.channels().len() == slot.base.len() => {
@@ -530,9 +596,15 @@ fn refresh(
             }
         }
         if let Some(session) = &slot.session {
+            let mut split = attribution
+                .as_mut()
+                .and_then(|(at, a)| (*at == i).then_some(a));
             for row in session.drain_samples() {
                 totals.0 += 1;
                 totals.1 += row.missed;
+                if let Some(a) = split.as_deref_mut() {
+                    a.feed(&row);
+                }
             }
             if let Ok(report) = session.snapshot() {
                 let mut series = DomainSeries::of_report(&report);
@@ -583,6 +655,7 @@ fn refresh(
         resolution_j: resolution,
         idle,
         cpu_wakeups,
+        attribution: attribution.as_mut().map(|(_, a)| a.figures()),
     }
 }
 

@@ -308,6 +308,7 @@ mod tests {
                 resolution_j: 0.01,
                 idle: Vec::new(),
                 cpu_wakeups: Vec::new(),
+                attribution: None,
             })),
             scrapes: AtomicU64::new(0),
             auth: Some(format!("Basic {}", base64(b"u:p"))),

@@ -13,8 +13,7 @@ use quietwatt::sink::{Sample, Sink};
 use quietwatt::units::Joules;
 use quietwatt::{Metadata, Meter, Rate};
 use quietwatt_attribution::{
-    cpu_sockets, AttributionSink, By, Entity, EntityTotal, IdlePower, LongFormat, Names, Totals,
-    Tracker,
+    AttributionSink, By, Entity, EntityTotal, IdlePower, LongFormat, Names, Totals,
 };
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -116,21 +115,8 @@ fn open_sink(
     idle: IdlePower,
     rate: &Rate,
 ) -> Result<(AttributionSink<std::io::Sink>, Shared), Failure> {
-    let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("top: {e}")))?;
-    let tracker = Tracker::open().map_err(|e| {
-        Failure::usage(format!(
-            "top: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with BTF"
-        ))
-    })?;
-    let mut sink = AttributionSink::new(
-        std::io::sink(),
-        LongFormat::Csv,
-        by,
-        idle,
-        sockets,
-        Box::new(tracker),
-        Names::new(),
-    );
+    let mut sink =
+        super::attribute::splitter(env, by, idle, std::io::sink(), LongFormat::Csv, "top")?;
     let meta = Metadata::new(meter.mechanism().name(), rate, &env.root);
     sink.begin(&meta, meter.channels())
         .map_err(|e| Failure::usage(format!("top: {e}")))?;
@@ -154,10 +140,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     )
     .map_err(Failure::from)?;
     let mut meter = Meter::new(source);
-    let mut by = match args.by {
-        ByArg::Process => By::Process,
-        ByArg::Cgroup => By::Cgroup,
-    };
+    let mut by = By::from(args.by);
     let rate = Rate::Fixed(
         quietwatt::Hertz::new(1.0 / args.interval).map_err(|e| Failure::usage(e.to_string()))?,
     );

@@ -17,11 +17,17 @@
 //! | `cpu_idle_entries_total` (`--events`) | counter | `cpu`, `state` |
 //! | `cpu_idle_seconds_total` (`--events`) | counter | `cpu`, `state` |
 //! | `cpu_wakeups_total` (`--events`) | counter | `cpu` |
+//! | `attributed_energy_joules_total` (attribution) | counter | `by`, `id`, `name`, `part` |
+//! | `attributed_cpu_seconds_total` (attribution) | counter | `by`, `id`, `name` |
+//! | `unattributed_energy_joules_total` (attribution) | counter | `part` |
+//! | `attribution_dropped_slices_total` (attribution) | counter | none |
 //!
 //! The label sets are bounded by the machine: one series per counter RAPL
 //! exposes, at most sockets × dies × 5 domains, and one mechanism per process;
 //! with the events, one series per CPU and idle state (cpuidle's states, a
-//! handful) and one per CPU.
+//! handful) and one per CPU; with the attribution, the few entities the caller
+//! chose plus `other` ([`AttributionFigures`]), each in two parts (`dynamic`,
+//! `idle`).
 //! Power is not exported: `rate(quietwatt_energy_joules_total[1m])` is watts, and
 //! a gauge of the power between two scrapes would depend on the scrape interval.
 
@@ -154,6 +160,40 @@ pub struct Exposition {
     pub idle: Vec<IdleSeries>,
     /// Wake-ups from idle per CPU since the exporter started (empty without events).
     pub cpu_wakeups: Vec<WakeupSeries>,
+    /// The package energy split among processes or cgroups, when attributed.
+    pub attribution: Option<AttributionFigures>,
+}
+
+/// The package energy split among processes or cgroups since the exporter started:
+/// a bounded set of entities and `other`, which with the unattributed part add up
+/// to the package energy that was split.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttributionFigures {
+    /// What the energy is split by: `process` or `cgroup` (the `by` label).
+    pub by: &'static str,
+    /// One series per entity exported, and `other` for the rest.
+    pub series: Vec<AttributedSeries>,
+    /// Dynamic energy no entity got (only the idle task ran), joules.
+    pub unattributed_dynamic_j: f64,
+    /// The share of the idle part that went to idle CPUs and time not seen, joules.
+    pub unattributed_idle_j: f64,
+    /// Context-switch slices lost in the kernel (their energy is unattributed).
+    pub dropped_slices: u64,
+}
+
+/// One entity's (or `other`'s) part of the package energy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttributedSeries {
+    /// The tgid or cgroup id (`id` label); `other` for everything else.
+    pub id: String,
+    /// The process's or cgroup's readable name (`name` label).
+    pub name: String,
+    /// Its share of the energy above the package's idle power, joules.
+    pub dynamic_j: f64,
+    /// Its share of the package's idle energy, joules.
+    pub idle_j: f64,
+    /// CPU time it ran, seconds.
+    pub cpu_seconds: f64,
 }
 
 /// One CPU's use of one idle state since the exporter started.
@@ -387,6 +427,10 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         }
     }
 
+    if let Some(a) = &e.attribution {
+        render_attribution(&mut f, a, e.resolution_j, places);
+    }
+
     f.header(
         "quietwatt_build",
         "info",
@@ -403,6 +447,74 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         out.push_str("# EOF\n");
     }
     out
+}
+
+/// The attribution's families (see the module's table).
+fn render_attribution(f: &mut Family<'_>, a: &AttributionFigures, resolution: f64, places: usize) {
+    let j = |v: f64| format!("{:.*}", places, quantize(v, resolution));
+    let labels = |s: &AttributedSeries| {
+        format!(
+            "by=\"{}\",id=\"{}\",name=\"{}\"",
+            escape(a.by),
+            escape(&s.id),
+            escape(&s.name)
+        )
+    };
+    f.header(
+        "quietwatt_attributed_energy_joules",
+        "counter",
+        Some("joules"),
+        "Package energy attributed to a process or cgroup (by CPU time at each context switch) since the exporter started, in two parts: dynamic (above the idle power) and its share of idle; the rest of the entities are id=\"other\".",
+    );
+    for s in &a.series {
+        for (part, v) in [("dynamic", s.dynamic_j), ("idle", s.idle_j)] {
+            f.sample(
+                "quietwatt_attributed_energy_joules_total",
+                &format!("{},part=\"{part}\"", labels(s)),
+                &j(v),
+            );
+        }
+    }
+    f.header(
+        "quietwatt_attributed_cpu_seconds",
+        "counter",
+        Some("seconds"),
+        "CPU time of a process or cgroup on the measured packages since the exporter started.",
+    );
+    for s in &a.series {
+        f.sample(
+            "quietwatt_attributed_cpu_seconds_total",
+            &labels(s),
+            &format!("{:.6}", s.cpu_seconds),
+        );
+    }
+    f.header(
+        "quietwatt_unattributed_energy_joules",
+        "counter",
+        Some("joules"),
+        "Package energy no process or cgroup got: dynamic energy while only the idle task ran, and the idle CPUs' share of the idle part.",
+    );
+    for (part, v) in [
+        ("dynamic", a.unattributed_dynamic_j),
+        ("idle", a.unattributed_idle_j),
+    ] {
+        f.sample(
+            "quietwatt_unattributed_energy_joules_total",
+            &format!("part=\"{part}\""),
+            &j(v),
+        );
+    }
+    f.header(
+        "quietwatt_attribution_dropped_slices",
+        "counter",
+        None,
+        "Context-switch slices the kernel could not hand over (a full ring): their energy is unattributed.",
+    );
+    f.sample(
+        "quietwatt_attribution_dropped_slices_total",
+        "",
+        &a.dropped_slices.to_string(),
+    );
 }
 
 #[cfg(test)]
@@ -439,7 +551,52 @@ mod tests {
             resolution_j: 0.01,
             idle: Vec::new(),
             cpu_wakeups: Vec::new(),
+            attribution: None,
         }
+    }
+
+    #[test]
+    fn attribution_is_two_parts_per_entity_and_other_only_when_given() {
+        assert!(!render(&sample(), ExpositionFormat::Text).contains("attributed"));
+        let mut e = sample();
+        e.attribution = Some(AttributionFigures {
+            by: "cgroup",
+            series: vec![
+                AttributedSeries {
+                    id: "4242".into(),
+                    name: "docker:4f3c\"x".into(),
+                    dynamic_j: 1.239,
+                    idle_j: 0.5,
+                    cpu_seconds: 2.0,
+                },
+                AttributedSeries {
+                    id: "other".into(),
+                    name: "other".into(),
+                    dynamic_j: 0.1,
+                    idle_j: 0.0,
+                    cpu_seconds: 0.25,
+                },
+            ],
+            unattributed_dynamic_j: 0.02,
+            unattributed_idle_j: 3.0,
+            dropped_slices: 0,
+        });
+        let t = render(&e, ExpositionFormat::Text);
+        assert!(t.contains("# TYPE quietwatt_attributed_energy_joules_total counter\n"));
+        assert!(t.contains(
+            "quietwatt_attributed_energy_joules_total{by=\"cgroup\",id=\"4242\",name=\"docker:4f3c\\\"x\",part=\"dynamic\"} 1.23\n"
+        ));
+        assert!(t.contains(
+            "quietwatt_attributed_energy_joules_total{by=\"cgroup\",id=\"other\",name=\"other\",part=\"idle\"} 0.00\n"
+        ));
+        assert!(t.contains(
+            "quietwatt_attributed_cpu_seconds_total{by=\"cgroup\",id=\"4242\",name=\"docker:4f3c\\\"x\"} 2.000000\n"
+        ));
+        assert!(t.contains("quietwatt_unattributed_energy_joules_total{part=\"idle\"} 3.00\n"));
+        assert!(t.contains("quietwatt_attribution_dropped_slices_total 0\n"));
+        let om = render(&e, ExpositionFormat::OpenMetrics);
+        assert!(om.contains("# TYPE quietwatt_attributed_energy_joules counter\n# UNIT quietwatt_attributed_energy_joules joules\n"));
+        assert!(om.ends_with("# EOF\n"));
     }
 
     #[test]
