@@ -19,16 +19,17 @@ quietwatt_sys::bpf_skeleton!("attribution");
 
 use skel::AttributionSkelBuilder;
 
-/// The ring's size per possible CPU: 2 MiB hold 37 449 slices of 48 bytes (+8 of
+/// The ring's size per possible CPU: 2 MiB hold 32 768 records of 56 bytes (+8 of
 /// header), half a second (the writer's default flush period, when the ring is
-/// drained) of 75 000 context switches a second on that CPU.
+/// drained) of 65 000 switches a second to a task other than idle on that CPU
+/// (a switch away from the idle task writes no record).
 pub const RING_BYTES_PER_CPU: usize = 2 << 20;
 /// The ring's smallest and largest size (a power of two in between).
 pub const RING_BYTES_RANGE: (usize, usize) = (8 << 20, 256 << 20);
 /// `struct qw_slice`.
-const SLICE_BYTES: usize = 48;
+const SLICE_BYTES: usize = 56;
 /// `struct qw_running`.
-const RUNNING_BYTES: usize = 32;
+const RUNNING_BYTES: usize = 40;
 
 fn err(what: &str, e: impl fmt::Display) -> AttributionError {
     AttributionError::Bpf(format!("{what}: {e}"))
@@ -182,7 +183,10 @@ impl Tracker {
             }
         }
         let n = self.ring.consume(&mut |rec: &[u8]| {
-            if let Some(s) = parse_slice(rec) {
+            if let Some((idle, s)) = parse_slice(rec) {
+                if let Some(idle) = idle {
+                    timeline.push(idle);
+                }
                 timeline.push(s);
             }
         });
@@ -194,7 +198,7 @@ impl Tracker {
     fn read_running(&self, cpu: usize) -> Option<Running> {
         let base = cpu * RUNNING_BYTES;
         let w = |i: usize| self.running.word(base + 8 * i);
-        let (seq, start, cgid, tgid) = (w(0)?, w(1)?, w(2)?, w(3)?);
+        let (seq, start, cgid, idle_from, tgid) = (w(0)?, w(1)?, w(2)?, w(3)?, w(4)?);
         for _ in 0..8 {
             let s0 = seq.load(Ordering::Acquire);
             if s0 % 2 == 1 {
@@ -204,6 +208,7 @@ impl Tracker {
             let r = Running {
                 start_ns: start.load(Ordering::Relaxed),
                 cgid: cgid.load(Ordering::Relaxed),
+                idle_from_ns: idle_from.load(Ordering::Relaxed),
                 tgid: {
                     let b = tgid.load(Ordering::Relaxed).to_ne_bytes();
                     u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
@@ -254,7 +259,9 @@ impl Tracker {
     }
 }
 
-fn parse_slice(rec: &[u8]) -> Option<Slice> {
+/// One record: the idle task's slice before the task's, when it had one, and the
+/// task's.
+fn parse_slice(rec: &[u8]) -> Option<(Option<Slice>, Slice)> {
     if rec.len() < SLICE_BYTES {
         return None;
     }
@@ -268,14 +275,24 @@ fn parse_slice(rec: &[u8]) -> Option<Slice> {
             .and_then(|b| b.try_into().ok())
             .map(u32::from_ne_bytes)
     };
-    Some(Slice {
+    let s = Slice {
         start_ns: u64_at(0)?,
         end_ns: u64_at(8)?,
         cgid: u64_at(16)?,
-        tgid: u32_at(24)?,
-        cpu: u32_at(28)?,
-        comm: rec.get(32..48)?.try_into().ok()?,
-    })
+        tgid: u32_at(32)?,
+        cpu: u32_at(36)?,
+        comm: rec.get(40..56)?.try_into().ok()?,
+    };
+    let idle_from = u64_at(24)?;
+    let idle = (idle_from != 0 && idle_from < s.start_ns).then_some(Slice {
+        start_ns: idle_from,
+        end_ns: s.start_ns,
+        cgid: 0,
+        tgid: 0,
+        cpu: s.cpu,
+        comm: [0; 16],
+    });
+    Some((idle, s))
 }
 
 /// Runs a short-lived thread pinned to each CPU in turn, which sleeps once there:

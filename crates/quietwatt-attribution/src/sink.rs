@@ -522,6 +522,7 @@ mod tests {
                     Running {
                         start_ns: 1_000,
                         cgid: 1,
+                        idle_from_ns: 0,
                         tgid: GONE,
                     },
                 );
@@ -538,6 +539,7 @@ mod tests {
                     Running {
                         start_ns: 1_000,
                         cgid: 1,
+                        idle_from_ns: 0,
                         tgid: 0,
                     },
                 );

@@ -61,13 +61,17 @@ impl Slice {
     }
 }
 
-/// What runs on a CPU now, since `start_ns`.
+/// What runs on a CPU now, since `start_ns`, and the idle task's slice before it
+/// when it followed the idle task (the accounting program writes no record of the
+/// idle task's slices: each goes with the next task's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Running {
     /// When it was switched in, CLOCK_MONOTONIC ns (0: not known).
     pub start_ns: u64,
     /// Its cgroup v2 id.
     pub cgid: u64,
+    /// The idle task ran from here to `start_ns` (0: it did not run just before).
+    pub idle_from_ns: u64,
     /// Its process (0: the idle task).
     pub tgid: u32,
 }
@@ -200,6 +204,10 @@ impl Timeline {
                 // The running slice continues the last closed one; one that starts
                 // before it is a stale read (the switch is already in the ring).
                 if r.start_ns >= line.known_until {
+                    if r.idle_from_ns != 0 {
+                        let from = r.idle_from_ns.max(line.known_until);
+                        seen += add(from, r.start_ns, 0, 0, u);
+                    }
                     seen += add(r.start_ns, u64::MAX, r.tgid, r.cgid, u);
                 }
             }
@@ -258,6 +266,7 @@ mod tests {
             Running {
                 start_ns: 90,
                 cgid: 200,
+                idle_from_ns: 0,
                 tgid: 9,
             },
         );
@@ -267,6 +276,7 @@ mod tests {
             Running {
                 start_ns: 30,
                 cgid: 200,
+                idle_from_ns: 0,
                 tgid: 9,
             },
         );
@@ -288,6 +298,36 @@ mod tests {
     }
 
     #[test]
+    fn the_idle_slice_before_the_running_task_is_idle_not_unseen() {
+        let mut t = Timeline::new();
+        t.push(slice(0, 0, 30, 7, 100));
+        // Idle from 30 to 50 (the slot says so), then process 8 since 50.
+        t.set_running(
+            0,
+            Running {
+                start_ns: 50,
+                cgid: 100,
+                idle_from_ns: 30,
+                tgid: 8,
+            },
+        );
+        let mut u = vec![Usage::default()];
+        t.usage(10, 70, By::Process, |_| Some(0), &mut u);
+        assert_eq!(u[0].by_entity[&Entity::Process(7)], 20);
+        assert_eq!(u[0].by_entity[&Entity::Process(8)], 20);
+        assert_eq!(u[0].idle_ns, 20);
+        assert_eq!(u[0].unseen_ns, 0);
+        // Once process 8's record arrives with that idle slice, the slot read then
+        // is stale and nothing is counted twice.
+        t.push(slice(0, 30, 50, 0, 0));
+        t.push(slice(0, 50, 60, 8, 100));
+        t.usage(10, 70, By::Process, |_| Some(0), &mut u);
+        assert_eq!(u[0].by_entity[&Entity::Process(8)], 10);
+        assert_eq!(u[0].idle_ns, 20);
+        assert_eq!(u[0].unseen_ns, 10);
+    }
+
+    #[test]
     fn a_stale_running_read_is_not_counted_twice_and_gaps_are_unseen() {
         let mut t = Timeline::new();
         t.set_running(
@@ -295,6 +335,7 @@ mod tests {
             Running {
                 start_ns: 10,
                 cgid: 1,
+                idle_from_ns: 0,
                 tgid: 5,
             },
         );

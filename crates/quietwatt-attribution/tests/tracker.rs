@@ -32,7 +32,14 @@ fn the_accounting_sees_a_busy_process_cpu_time() {
     tracker.drain(&mut timeline);
     let t1 = quietwatt::ticker::monotonic_ns();
     let mut u = vec![Usage::default()];
-    timeline.usage(t0, t1, By::Process, |_| Some(0), &mut u);
+    let online = online_cpus();
+    timeline.usage(
+        t0,
+        t1,
+        By::Process,
+        |c| online.contains(&c).then_some(0),
+        &mut u,
+    );
     let seen = u[0]
         .by_entity
         .get(&Entity::Process(pid))
@@ -53,9 +60,28 @@ fn the_accounting_sees_a_busy_process_cpu_time() {
     assert_eq!(timeline.comm(pid), Some("sh"));
     let mut names = quietwatt_attribution::Names::under(None);
     assert_eq!(names.process_or(pid, timeline.comm(pid)), "sh");
+    // Every nanosecond of every CPU is a task's or the idle task's: the idle
+    // task's slices, which the program sends with the next task's record or keeps
+    // in the CPU's slot, are all rebuilt, and no record was lost.
+    assert_eq!(tracker.dropped(), 0);
+    let covered: u64 = u[0].by_entity.values().sum::<u64>() + u[0].idle_ns;
+    assert_eq!(u[0].unseen_ns, 0, "unseen time on a CPU");
+    assert_eq!(covered, (t1 - t0) * online.len() as u64);
+    assert!(u[0].idle_ns > 0, "no idle time rebuilt");
     // The last schedstat read came before the child's last slice.
     assert!(
         seen + 2_000_000 >= cpu_ns,
         "saw {seen} ns of at least {cpu_ns}"
     );
+}
+
+/// The online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,5`).
+fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap());
+    }
+    cpus
 }

@@ -4,12 +4,19 @@
 // at context-switch granularity, for splitting each energy sample among what ran.
 //
 // On every sched_switch the slice that ends (the task leaving ran on this CPU
-// since the previous switch) goes to user space as one 48-byte record in a BPF
+// since the previous switch) goes to user space as one 56-byte record in a BPF
 // ring buffer: start, end, the leaving task's process (tgid) and cgroup v2 id.
 // The task arriving is written into a per-CPU slot (a BPF_F_MMAPABLE array user
 // space reads with plain loads) with the slice's start, so that user space knows
 // who is running *now* on a CPU that does not switch for a long time (a lone busy
 // loop, an idle CPU): nothing has to switch for an interval to be attributed.
+//
+// The idle task's slices are not written: when the idle task leaves, its start
+// stays in the slot (`idle_from_ns`) and goes out with the record of the task
+// that follows it. A CPU that alternates between a task and idle (a task that
+// blocks, a wake-up from another CPU) so writes one record per round instead of
+// two: the ring write is half the program's cost. An idle period whose next
+// record the ring drops is lost with it (counted as unseen, never as a task's).
 //
 // Why slices rather than per-entity sums in a hash map: the energy samples are
 // taken by another thread at their own times; a slice stamped in the kernel on
@@ -51,6 +58,8 @@ struct qw_slice {
 	__u64 start_ns;
 	__u64 end_ns;
 	__u64 cgid;
+	// The idle task ran on `cpu` from here to `start_ns` (0: it did not).
+	__u64 idle_from_ns;
 	__u32 tgid;
 	__u32 cpu;
 	char comm[16];
@@ -63,6 +72,8 @@ struct qw_running {
 	__u64 seq;
 	__u64 start_ns;
 	__u64 cgid;
+	// The idle task ran here from `idle_from_ns` to `start_ns` (0: it did not).
+	__u64 idle_from_ns;
 	__u32 tgid;
 	__u32 pad;
 };
@@ -99,13 +110,18 @@ int qw_attr_switch(__u64 *ctx)
 	if (!r)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (r->start_ns) {
+	__u64 idle_from = 0;
+	if (r->start_ns && r->tgid == 0) {
+		// The idle task leaves: its slice waits in the slot for the next record.
+		idle_from = r->start_ns;
+	} else if (r->start_ns) {
 		// `current` is still the task leaving: the helpers name it.
 		struct qw_slice *s = bpf_ringbuf_reserve(&slices, sizeof(*s), 0);
 		if (s) {
 			s->start_ns = r->start_ns;
 			s->end_ns = now;
 			s->cgid = bpf_get_current_cgroup_id();
+			s->idle_from_ns = r->idle_from_ns;
 			s->tgid = bpf_get_current_pid_tgid() >> 32;
 			s->cpu = cpu;
 			bpf_get_current_comm(s->comm, sizeof(s->comm));
@@ -121,6 +137,7 @@ int qw_attr_switch(__u64 *ctx)
 	}
 	__sync_fetch_and_add(&r->seq, 1);
 	r->start_ns = now;
+	r->idle_from_ns = idle_from;
 	// Direct loads from the BTF-typed pointer (the verifier turns them into
 	// fault-safe loads): no helper call, unlike bpf_probe_read_kernel.
 	r->tgid = next->tgid;
