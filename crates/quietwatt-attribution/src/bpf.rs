@@ -182,15 +182,18 @@ impl Tracker {
                 timeline.set_running(cpu as u32, r);
             }
         }
-        let n = self.ring.consume(&mut |rec: &[u8]| {
+        let mut slices = 0;
+        self.ring.consume(&mut |rec: &[u8]| {
             if let Some((idle, s)) = parse_slice(rec) {
                 if let Some(idle) = idle {
                     timeline.push(idle);
+                    slices += 1;
                 }
                 timeline.push(s);
+                slices += 1;
             }
         });
-        self.slices += n;
+        self.slices += slices;
     }
 
     /// One CPU's slot, read consistently (retried while the program writes it);
@@ -222,7 +225,7 @@ impl Tracker {
         None
     }
 
-    /// Slices handed over so far.
+    /// Slices handed over so far (the idle task's included).
     pub fn slices(&self) -> u64 {
         self.slices
     }
