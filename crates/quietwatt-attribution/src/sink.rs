@@ -323,7 +323,9 @@ impl<W: Write + Send> AttributionSink<W> {
         }
     }
 
-    fn name_of(&mut self, e: Entity) -> String {
+    /// An entity's readable name: a process's from /proc, or the name the
+    /// accounting saw for one that has exited; a cgroup's unit, container or path.
+    pub fn name_of(&mut self, e: Entity) -> String {
         match e {
             Entity::Process(tgid) => self
                 .names

@@ -16,7 +16,7 @@ use quietwatt::session::SampleRow;
 use quietwatt::sink::{Sample, Sink};
 use quietwatt::DomainId;
 use quietwatt_attribution::{
-    AttributionSink, Bounded, By, EntityTotal, IdlePower, LongFormat, Names, Totals,
+    AttributionSink, Bounded, By, Entity, EntityTotal, IdlePower, LongFormat, Totals,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,7 +31,6 @@ pub struct ServeAttribution {
     totals: Arc<Mutex<Totals>>,
     by: By,
     bounded: Bounded,
-    names: Names,
     freq_hz: f64,
 }
 
@@ -65,7 +64,6 @@ impl ServeAttribution {
             sink,
             by,
             bounded: Bounded::new(top, half_life),
-            names: Names::new(),
             freq_hz,
         })
     }
@@ -107,8 +105,11 @@ impl ServeAttribution {
         };
         let mut out: Vec<AttributedSeries> = Vec::new();
         for (e, t) in self.bounded.members() {
-            let (id, name) = self.names.id_and_name(*e);
-            out.push(series(id, name, t));
+            let id = match e {
+                Entity::Process(p) => p.to_string(),
+                Entity::Cgroup(c) => c.to_string(),
+            };
+            out.push(series(id, self.sink.name_of(*e), t));
         }
         out.push(series("other".into(), "other".into(), self.bounded.other()));
         AttributionFigures {
