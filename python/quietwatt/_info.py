@@ -25,8 +25,8 @@ def doctor(
     ``quietwatt doctor --json``. ``domains`` is accepted like everywhere else and
     changes nothing here (a mechanism works or not for all its domains).
 
-    The eBPF and perf-ring mechanisms are the command-line tool's: this package
-    reads powercap, perf and msr."""
+    :func:`quietwatt.measure` reads powercap, perf and msr; :class:`quietwatt.Monitor`
+    also samples in the kernel (ebpf, perf-ring), where the perf RAPL events exist."""
     if mechanism is not None and mechanism not in MECHANISMS:
         raise BadArgument(f"unknown mechanism '{mechanism}': expected one of {', '.join(MECHANISMS)}")
     resolve_domains(domains)
