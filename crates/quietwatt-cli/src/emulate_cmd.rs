@@ -99,7 +99,7 @@ pub struct EmulateArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
-    /// Inject a fault: KIND[=JOULES]:SOCKET/DOMAIN[@TIME], KIND in eacces, vanish,
+    /// Inject a fault: `KIND[=JOULES]:SOCKET/DOMAIN[@TIME]`, KIND in eacces, vanish,
     /// freeze, garbage, overrange, reset, backstep (default 0.5 J), jump (default
     /// 10000 J) (e.g. freeze:0/package@1.5s, backstep=2J:0/dram@1s). Repeatable.
     #[arg(long = "fault", value_name = "SPEC")]

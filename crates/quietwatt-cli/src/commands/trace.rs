@@ -15,8 +15,8 @@ pub struct Args {
     /// The trace to write (Chrome JSON, Trace Event Format's JSON Object Format).
     #[arg(short, long)]
     output: PathBuf,
-    /// Events file of the same recording [default: INPUT's `<stem>.events.csv` when
-    /// it exists].
+    /// Events file of the same recording (default: INPUT's `<stem>.events.csv` when
+    /// it exists).
     #[arg(long)]
     events: Option<PathBuf>,
 }
