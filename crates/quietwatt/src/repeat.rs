@@ -10,7 +10,10 @@
 //! shares. The mean's error from the bounds is at most the mean of the bounds, so
 //! the interval reported ([`Summary::ci`]) is the Student's t interval of the
 //! runs' spread widened on each side by that mean bound: conservative, never
-//! narrower than either part alone.
+//! narrower than either part alone. What is summarised here (energies,
+//! durations) cannot be negative: when no run's value is, the interval's lower end
+//! is clamped at 0 rather than reaching below what is physically possible (a
+//! wide interval over few runs of a small energy would).
 
 use crate::stats::{self, Alternative, Method};
 use serde::Serialize;
@@ -35,7 +38,8 @@ pub struct Summary {
     /// Largest value.
     pub max: f64,
     /// The interval of the mean at [`CONFIDENCE`]: the Student's t interval of the
-    /// spread, widened by [`Summary::measurement_bound`] on each side.
+    /// spread, widened by [`Summary::measurement_bound`] on each side, its lower end
+    /// at least 0 when no value is negative.
     pub ci: [f64; 2],
     /// The Student's t interval of the spread alone (`None` for one run).
     pub ci_spread: Option<[f64; 2]>,
@@ -69,6 +73,11 @@ impl Summary {
             [mean - h, mean + h]
         });
         let [lo, hi] = ci_spread.unwrap_or([mean, mean]);
+        let floor = if values.iter().all(|v| *v >= 0.0) {
+            0.0
+        } else {
+            f64::NEG_INFINITY
+        };
         let outliers = stats::remove_outliers(values, stats::IQR_FACTOR)
             .map(|o| o.removed.len())
             .unwrap_or(0);
@@ -78,7 +87,7 @@ impl Summary {
             std,
             min: values.iter().copied().fold(f64::INFINITY, f64::min),
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            ci: [lo - bound, hi + bound],
+            ci: [(lo - bound).max(floor), hi + bound],
             ci_spread,
             measurement_bound: bound,
             confidence: CONFIDENCE,
@@ -293,6 +302,18 @@ mod tests {
         assert!((lo - (5.0 - h)).abs() < 1e-6 && (hi - (5.0 + h)).abs() < 1e-6);
         assert!((s.ci[0] - (lo - 0.5)).abs() < 1e-12 && (s.ci[1] - (hi + 0.5)).abs() < 1e-12);
         assert_eq!(s.outliers, 0);
+    }
+
+    #[test]
+    fn an_energy_interval_never_reaches_below_zero() {
+        // Three runs of a small, noisy energy: the t interval alone reaches below 0.
+        let s = Summary::new(&[0.01, 0.2, 0.02], &[0.05; 3]).unwrap();
+        assert!(s.ci_spread.unwrap()[0] < 0.0);
+        assert_eq!(s.ci[0], 0.0);
+        assert!(s.ci[1] > s.max);
+        // A quantity with negative values keeps its interval as computed.
+        let d = Summary::new(&[-0.1, 0.2, 0.02], &[0.0; 3]).unwrap();
+        assert_eq!(d.ci[0], d.ci_spread.unwrap()[0]);
     }
 
     #[test]
