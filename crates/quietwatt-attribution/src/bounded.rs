@@ -16,7 +16,9 @@
 //! one that draws steadily, without the set churning at every update. While the
 //! set has room, any entity that used energy is admitted at once; when full, a
 //! newcomer replaces the member that used the least lately, and only if it used
-//! more.
+//! more. The entities remembered outside the set are capped too (64 per member, at
+//! least 4096; the lightest are forgotten first), so memory stays bounded however
+//! many processes a second the machine starts.
 
 use crate::sink::EntityTotal;
 use crate::timeline::Entity;
@@ -25,6 +27,13 @@ use std::collections::{BTreeMap, HashMap};
 /// Below this weighted energy (µJ) an entity outside the set is forgotten: the
 /// memory held follows the entities active lately, not all that ever ran.
 const FORGET_UJ: f64 = 0.5;
+
+/// The most entities remembered outside the set, per member (at least
+/// [`MIN_REMEMBERED`]): a machine that starts a thousand short processes a second
+/// would otherwise keep every one for the minutes its weight takes to decay.
+const REMEMBERED_PER_MEMBER: usize = 64;
+/// The least cap on the entities remembered outside the set.
+const MIN_REMEMBERED: usize = 4096;
 
 /// The exported counters (see the module's documentation).
 #[derive(Debug, Clone)]
@@ -61,6 +70,7 @@ impl Bounded {
         let members = &self.members;
         self.recent
             .retain(|e, w| *w >= FORGET_UJ || members.contains_key(e));
+        self.forget_the_lightest();
         let recent = &self.recent;
         let weight = |e: &Entity| recent.get(e).copied().unwrap_or(0.0);
         // Newcomers with energy this update, heaviest first.
@@ -108,6 +118,35 @@ impl Bounded {
     /// Entities remembered for choosing the set (members and those used lately).
     pub fn remembered(&self) -> usize {
         self.recent.len()
+    }
+
+    /// The most entities [`Bounded::remembered`] holds besides the members.
+    pub fn remembered_cap(&self) -> usize {
+        (self.n * REMEMBERED_PER_MEMBER).max(MIN_REMEMBERED)
+    }
+
+    /// Past the cap, keeps the members and the heaviest of the others: a light
+    /// entity forgotten early can still be admitted later, on its weight from then.
+    fn forget_the_lightest(&mut self) {
+        let cap = self.remembered_cap();
+        if self.recent.len() <= cap + self.members.len() {
+            return;
+        }
+        let mut others: Vec<(f64, Entity)> = self
+            .recent
+            .iter()
+            .filter(|(e, _)| !self.members.contains_key(e))
+            .map(|(e, w)| (*w, *e))
+            .collect();
+        if others.len() <= cap {
+            return;
+        }
+        // Heaviest first; ties by entity, so that the outcome does not depend on
+        // the hash map's order.
+        others.select_nth_unstable_by(cap, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, e) in &others[cap..] {
+            self.recent.remove(e);
+        }
     }
 }
 
@@ -157,6 +196,35 @@ mod tests {
         b.update(&[(p(4), uj(1))].into());
         assert!(!snapshot(&b).contains_key(&Some(p(4))));
         assert_eq!(b.other().dynamic_uj, 51);
+    }
+
+    #[test]
+    fn a_flood_of_short_lived_processes_is_remembered_within_the_cap() {
+        // A build machine: 2000 new processes each update (30 s half-life at one
+        // update a second), and one steady heavy process among them.
+        let mut b = Bounded::new(3, 30.0);
+        let cap = b.remembered_cap();
+        let mut given = 0u64;
+        let mut next = 1u32;
+        for _ in 0..100 {
+            let mut deltas: BTreeMap<Entity, EntityTotal> = BTreeMap::new();
+            for _ in 0..2000 {
+                next += 1;
+                deltas.insert(Entity::Process(next), uj(1000));
+            }
+            deltas.insert(Entity::Process(1), uj(50_000));
+            given += deltas.values().map(EntityTotal::total_uj).sum::<u64>();
+            b.update(&deltas);
+            assert!(
+                b.remembered() <= cap + 3,
+                "{} remembered, cap {cap} + 3 members",
+                b.remembered()
+            );
+        }
+        // Forgetting never loses a joule, and the steady process keeps its series.
+        let counted = b.members().map(|(_, t)| t.total_uj()).sum::<u64>() + b.other().total_uj();
+        assert_eq!(counted, given);
+        assert!(b.members().any(|(e, _)| *e == Entity::Process(1)));
     }
 
     proptest! {
