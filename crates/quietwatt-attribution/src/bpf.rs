@@ -58,6 +58,7 @@ impl Cost {
 /// The accounting program, attached to `sched_switch`.
 pub struct Tracker {
     _link: libbpf_rs::Link,
+    _fork_link: Option<libbpf_rs::Link>,
     prog_fd: OwnedFd,
     _stats: Option<OwnedFd>,
     ring: BpfRing,
@@ -90,6 +91,19 @@ impl Tracker {
     /// (which cost two clock reads per run; without them [`Tracker::cost`] is
     /// `None`).
     pub fn open_with(stats: bool) -> Result<Tracker> {
+        Ok(Tracker::open_inner(stats, None)?.0)
+    }
+
+    /// [`Tracker::open`], and follows the processes that `root` (a process id)
+    /// and its descendants start from now on, as the kernel forks them: a command's
+    /// process tree where no cgroup can be made for it.
+    pub fn open_following(root: u32) -> Result<(Tracker, Descendants)> {
+        let (t, d) = Tracker::open_inner(true, Some(root))?;
+        let d = d.ok_or_else(|| err("follow forks", "no tree map"))?;
+        Ok((t, d))
+    }
+
+    fn open_inner(stats: bool, follow: Option<u32>) -> Result<(Tracker, Option<Descendants>)> {
         let ncpus =
             libbpf_rs::num_possible_cpus().map_err(|e| err("count the possible CPUs", e))?;
         let mut storage = MaybeUninit::uninit();
@@ -107,6 +121,15 @@ impl Tracker {
             .slices
             .set_max_entries(ring_bytes as u32)
             .map_err(|e| err("size the ring", e))?;
+        if follow.is_some() {
+            open.maps
+                .tree
+                .set_max_entries(crate::tree::FOLLOWED)
+                .map_err(|e| err("size the process tree", e))?;
+        } else {
+            // Not loaded at all: no fork costs anything when nobody follows one.
+            open.progs.qw_attr_fork.set_autoload(false);
+        }
         let skel = open.load().map_err(|e| {
             err(
                 "load the accounting program (root or CAP_BPF+CAP_PERFMON, and a kernel \
@@ -156,8 +179,25 @@ impl Tracker {
             .map_err(|e| err("map the per-CPU slots", e))?;
         let dropped =
             MapHandle::try_from(&skel.maps.dropped).map_err(|e| err("keep the dropped map", e))?;
+        let (fork_link, descendants) = match follow {
+            None => (None, None),
+            Some(root) => {
+                let map = MapHandle::try_from(&skel.maps.tree)
+                    .map_err(|e| err("keep the process tree", e))?;
+                // The root first, then the hook: nothing it forks is missed.
+                map.update(&root.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(|e| err("put the root in the process tree", e))?;
+                let link = skel
+                    .progs
+                    .qw_attr_fork
+                    .attach()
+                    .map_err(|e| err("attach tp_btf/sched_process_fork", e))?;
+                (Some(link), Some(Descendants { map, root }))
+            }
+        };
         let t = Tracker {
             _link: link,
+            _fork_link: fork_link,
             prog_fd,
             _stats: stats,
             ring,
@@ -169,7 +209,7 @@ impl Tracker {
             slices: 0,
         };
         kick_every_cpu(ncpus);
-        Ok(t)
+        Ok((t, descendants))
     }
 
     /// Reads what runs on each CPU into `timeline`, then hands it every closed slice
@@ -259,6 +299,44 @@ impl Tracker {
             runs: info.run_cnt,
             run_time_ns: info.run_time_ns,
         })
+    }
+}
+
+/// The processes a root started, and those they started, as the kernel forked
+/// them ([`Tracker::open_following`]); readable after the tracker is gone.
+pub struct Descendants {
+    map: MapHandle,
+    root: u32,
+}
+
+impl fmt::Debug for Descendants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Descendants")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl Descendants {
+    /// `pid` and every process descended from it since the tracker opened (those
+    /// that have exited included), given that `pid` is the root or descends from
+    /// it. Empty when `pid` is neither.
+    pub fn of(&self, pid: u32) -> Vec<u32> {
+        let parent_of: Vec<(u32, u32)> = self
+            .map
+            .keys()
+            .filter_map(|k| {
+                let child = u32::from_ne_bytes(k.get(..4)?.try_into().ok()?);
+                let v = self.map.lookup(&k, MapFlags::ANY).ok()??;
+                Some((child, u32::from_ne_bytes(v.get(..4)?.try_into().ok()?)))
+            })
+            .collect();
+        crate::tree::descendants(pid, &parent_of)
+    }
+
+    /// Whether the tree filled its map: processes started after that are missing.
+    pub fn full(&self) -> bool {
+        self.map.keys().count() >= crate::tree::FOLLOWED as usize
     }
 }
 

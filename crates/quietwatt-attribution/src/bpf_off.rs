@@ -36,6 +36,10 @@ impl Tracker {
     pub fn open_with(_stats: bool) -> Result<Tracker> {
         Err(AttributionError::Unavailable)
     }
+    /// Always [`AttributionError::Unavailable`].
+    pub fn open_following(_root: u32) -> Result<(Tracker, Descendants)> {
+        Err(AttributionError::Unavailable)
+    }
     /// Nothing to drain.
     pub fn drain(&mut self, _timeline: &mut Timeline) {}
     /// 0.
@@ -49,5 +53,20 @@ impl Tracker {
     /// `None`.
     pub fn cost(&self) -> Option<Cost> {
         None
+    }
+}
+
+/// The processes a root started: unavailable in this build.
+#[derive(Debug)]
+pub struct Descendants(());
+
+impl Descendants {
+    /// `pid` alone.
+    pub fn of(&self, pid: u32) -> Vec<u32> {
+        vec![pid]
+    }
+    /// `false`.
+    pub fn full(&self) -> bool {
+        false
     }
 }

@@ -52,9 +52,10 @@ pub mod names;
 pub mod sink;
 pub mod split;
 pub mod timeline;
+pub mod tree;
 
 pub use bounded::Bounded;
-pub use bpf::{Cost, Tracker};
+pub use bpf::{Cost, Descendants, Tracker};
 pub use error::{AttributionError, Result};
 pub use model::{IdlePower, Model, Part, Split};
 pub use names::{Names, OwnCgroup};

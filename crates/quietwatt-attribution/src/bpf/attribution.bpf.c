@@ -100,6 +100,32 @@ struct {
 	__uint(max_entries, 1);
 } dropped SEC(".maps");
 
+// The processes descended from one (a command's tree where no cgroup can be made
+// for it): each new process whose parent is in the map goes in with its parent's
+// tgid as value; user space puts the root in and reads the tree back. Sized by
+// user space (1 entry and not loaded when unused).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} tree SEC(".maps");
+
+SEC("tp_btf/sched_process_fork")
+int qw_attr_fork(__u64 *ctx)
+{
+	// TP_PROTO(struct task_struct *parent, struct task_struct *child)
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	__u32 ptgid = parent->tgid;
+	__u32 ctgid = child->tgid;
+	// A new thread joins its process's tgid: only a new process is a new entity.
+	if (ctgid == ptgid || !bpf_map_lookup_elem(&tree, &ptgid))
+		return 0;
+	bpf_map_update_elem(&tree, &ctgid, &ptgid, BPF_ANY);
+	return 0;
+}
+
 SEC("tp_btf/sched_switch")
 int qw_attr_switch(__u64 *ctx)
 {
