@@ -176,3 +176,72 @@ fn run_attribute_charges_a_busy_command_its_cpu_time() {
         .collect();
     assert!(left.is_empty(), "cgroups left behind: {left:?}");
 }
+
+#[test]
+fn run_attribute_without_a_cgroup_follows_the_commands_process_tree() {
+    // A machine where quietwatt cannot make a cgroup: the cgroup v2 hierarchy
+    // mounted read-only, in a mount namespace of the test's own (unshare -m).
+    let m = follow();
+    let v2 = quietwatt_attribution::names::cgroup2_mount()
+        .expect("a cgroup v2 hierarchy (this test makes it read-only in its own mount namespace)");
+    // Two children busy on their own, each printing its CPU time (ns) as it ends,
+    // then the parent's.
+    let child = r#"i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done; cat /proc/$$/schedstat"#;
+    let script = format!("for k in 1 2; do sh -c '{child}' & done; wait; cat /proc/$$/schedstat");
+    let o = std::process::Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            r#"mount -o remount,bind,ro "$1" && shift && exec "$@""#,
+            "sh",
+        ])
+        .arg(&v2)
+        .arg(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("--root")
+        .arg(m.root())
+        .args([
+            "run",
+            "--attribute",
+            "--idle-watts",
+            "10",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(&script)
+        .env_remove("QUIETWATT_ROOT")
+        .output()
+        .expect("run unshare (util-linux)");
+    let err = common::stderr(&o);
+    assert!(
+        o.status.success(),
+        "run --attribute in a namespace with a read-only cgroup v2 failed (it needs root, \
+         unshare and a kernel with BTF):\n{err}"
+    );
+    assert!(err.contains("cannot create a cgroup"), "{err}");
+    let out = common::stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    let (json, stats) = lines.split_last().expect("output");
+    let cpu_ns: Vec<f64> = stats
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(cpu_ns.len(), 3, "two children and the parent: {out}");
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let share = &v["share"];
+    assert_eq!(share["scope"], "process tree", "{v}");
+    let dynamic = share["dynamic_j"].as_f64().unwrap();
+    // The children's CPU time is nearly all of it: a share of the parent alone
+    // (what this used to report) is a hundredth of the truth.
+    let truth = 5.0 * cpu_ns.iter().sum::<f64>() / 1e9;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let tol = 2.0 * cpus * 0.010 * 5.0 + 0.10 * truth;
+    eprintln!("tree share: dynamic {dynamic:.4} J, truth {truth:.4} J ({cpu_ns:?} ns), tolerance {tol:.3} J; {share}");
+    assert!(
+        (dynamic - truth).abs() <= tol,
+        "{dynamic} J against {truth} J"
+    );
+    assert!(share["joules"].as_f64().unwrap() <= share["package_j"].as_f64().unwrap());
+}

@@ -55,8 +55,9 @@ pub struct RecordArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Also report the command's own share of the package energy (it and every
-    /// process it starts, in a cgroup quietwatt creates for it), beside the
-    /// machine's total. Needs root and a kernel with BTF.
+    /// process it starts, in a cgroup quietwatt creates for it, or its process tree
+    /// where none can be made), beside the machine's total. Needs root and a kernel
+    /// with BTF.
     #[arg(long)]
     pub attribute: bool,
     /// With --attribute: each package's idle power in watts, set apart before the
@@ -93,18 +94,34 @@ pub fn splitter<W: std::io::Write + Send>(
     format: LongFormat,
     what: &str,
 ) -> Result<AttributionSink<W>, Failure> {
+    let tracker = Tracker::open().map_err(|e| tracker_failure(what, e))?;
+    splitter_on(env, by, idle, out, format, what, tracker)
+}
+
+/// Why the accounting program could not be loaded, and the fix.
+fn tracker_failure(what: &str, e: quietwatt_attribution::AttributionError) -> Failure {
     let or_leave_out = if what.starts_with("--") {
         format!(", or leave out {what}")
     } else {
         String::new()
     };
+    Failure::usage(format!(
+        "{what}: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with \
+         BTF{or_leave_out}"
+    ))
+}
+
+/// [`splitter`] over a tracker already open.
+fn splitter_on<W: std::io::Write + Send>(
+    env: &Environment,
+    by: By,
+    idle: IdlePower,
+    out: W,
+    format: LongFormat,
+    what: &str,
+    tracker: Tracker,
+) -> Result<AttributionSink<W>, Failure> {
     let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("{what}: {e}")))?;
-    let tracker = Tracker::open().map_err(|e| {
-        Failure::usage(format!(
-            "{what}: {e}; run as root (or with CAP_BPF and CAP_PERFMON) on a kernel with \
-             BTF{or_leave_out}"
-        ))
-    })?;
     Ok(AttributionSink::new(
         out,
         format,
@@ -278,16 +295,34 @@ pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
 /// `run --attribute`'s share and the sink the measurement writes to.
 pub type RunSplit = (Share, Box<dyn Sink>);
 
-/// `run --attribute`: the command's cgroup and the split of the measurement.
+/// `run --attribute`: what the command's share covers, and the split of the
+/// measurement.
 pub struct Share {
-    cgroup: Option<OwnCgroup>,
-    pid_only: bool,
+    scope: Scope,
     totals: SharedTotals,
     idle: IdlePower,
 }
 
-/// Puts `cmd` in a cgroup of its own and opens the split; `None` without
-/// `--attribute`. Returns the sink the measurement writes to.
+/// What counts as the command.
+enum Scope {
+    /// A cgroup quietwatt made for it: it and every process it starts.
+    Cgroup(OwnCgroup),
+    /// No cgroup could be made: its process tree, as the kernel forked it.
+    Tree(quietwatt_attribution::Descendants),
+}
+
+impl Scope {
+    fn describe(&self) -> &'static str {
+        match self {
+            Scope::Cgroup(_) => "its cgroup: it and every process it started",
+            Scope::Tree(_) => "its process tree: it and every process it started",
+        }
+    }
+}
+
+/// Puts `cmd` in a cgroup of its own (or, where none can be made, follows its
+/// process tree) and opens the split; `None` without `--attribute`. Returns the
+/// sink the measurement writes to.
 pub fn run_share(
     args: &RunArgs,
     env: &Environment,
@@ -300,27 +335,34 @@ pub fn run_share(
     }
     let idle = idle(args.idle_watts)?;
     let name = format!("quietwatt-run-{}", std::process::id());
-    let (cgroup, by) = match OwnCgroup::create(&name) {
+    let (scope, by, tracker) = match OwnCgroup::create(&name) {
         Ok(cg) => {
             cg.join_on_exec(cmd);
-            (Some(cg), By::Cgroup)
+            let tracker = Tracker::open().map_err(|e| tracker_failure("--attribute", e))?;
+            (Scope::Cgroup(cg), By::Cgroup, tracker)
         }
         Err(e) => {
             eprintln!(
-                "quietwatt: warning: --attribute: cannot create a cgroup for the command ({e}); \
-                 its share covers its own process only, not the processes it starts"
+                "quietwatt: note: --attribute: cannot create a cgroup for the command ({e}); \
+                 its share is its process tree, followed as the kernel forks it"
             );
-            (None, By::Process)
+            // Rooted at quietwatt itself, before the command exists: nothing the
+            // command forks early is missed; its subtree is taken at the end.
+            let (tracker, tree) = Tracker::open_following(std::process::id())
+                .map_err(|e| tracker_failure("--attribute", e))?;
+            (Scope::Tree(tree), By::Process, tracker)
         }
     };
-    let (mut sink, totals) = open(env, by, idle, Box::new(std::io::sink()), LongFormat::Csv)?;
+    let out: Box<dyn std::io::Write + Send> = Box::new(std::io::sink());
+    let sink = splitter_on(env, by, idle, out, LongFormat::Csv, "--attribute", tracker)?;
+    let totals = sink.totals();
+    let mut sink: Box<dyn Sink> = Box::new(sink);
     let meta = quietwatt::Metadata::new(meter.mechanism().name(), rate, &env.root);
     sink.begin(&meta, meter.channels())
         .map_err(|e| Failure::usage(format!("--attribute: {e}")))?;
     Ok(Some((
         Share {
-            pid_only: cgroup.is_none(),
-            cgroup,
+            scope,
             totals,
             idle,
         },
@@ -329,18 +371,35 @@ pub fn run_share(
 }
 
 impl Share {
-    /// The command's share: (its entity's totals, the machine's totals).
+    /// The command's share: (its entities' totals added up, the machine's totals).
     fn figures(&self, pid: u32) -> (quietwatt_attribution::EntityTotal, Totals) {
         let t = self
             .totals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let e = match &self.cgroup {
-            Some(cg) => Entity::Cgroup(cg.id()),
-            None => Entity::Process(pid),
+        let entities: Vec<Entity> = match &self.scope {
+            Scope::Cgroup(cg) => vec![Entity::Cgroup(cg.id())],
+            Scope::Tree(tree) => {
+                if tree.full() {
+                    eprintln!(
+                        "quietwatt: warning: --attribute: the command started more than {} \
+                         processes; those started after that are not in its share",
+                        quietwatt_attribution::tree::FOLLOWED
+                    );
+                }
+                tree.of(pid).into_iter().map(Entity::Process).collect()
+            }
         };
-        (t.entities.get(&e).copied().unwrap_or_default(), t)
+        let mut sum = quietwatt_attribution::EntityTotal::default();
+        for e in entities {
+            if let Some(c) = t.entities.get(&e) {
+                sum.dynamic_uj += c.dynamic_uj;
+                sum.idle_uj += c.idle_uj;
+                sum.cpu_ns += c.cpu_ns;
+            }
+        }
+        (sum, t)
     }
 
     /// Prints the command's share on stderr.
@@ -355,11 +414,7 @@ impl Share {
         };
         eprintln!(
             " Share of '{what}' ({}): {:.6} J of {:.6} J package energy ({pct:.1} %)",
-            if self.pid_only {
-                "its own process"
-            } else {
-                "its cgroup: it and every process it started"
-            },
+            self.scope.describe(),
             j(c.total_uj()),
             j(t.energy_uj)
         );
@@ -377,7 +432,10 @@ impl Share {
     pub fn json(&self, pid: u32) -> serde_json::Value {
         let (c, t) = self.figures(pid);
         serde_json::json!({
-            "scope": if self.pid_only { "process" } else { "cgroup" },
+            "scope": match self.scope {
+                Scope::Cgroup(_) => "cgroup",
+                Scope::Tree(_) => "process tree",
+            },
             "joules": j(c.total_uj()),
             "dynamic_j": j(c.dynamic_uj),
             "idle_j": j(c.idle_uj),
