@@ -11,6 +11,8 @@ fn the_accounting_sees_a_busy_process_cpu_time() {
         panic!("\n\n*** quietwatt-attribution: {e}\n*** This test needs root and a kernel with BTF.\n\n")
     });
     let mut timeline = Timeline::new();
+    let online = online_cpus();
+    let kernel_idle0 = kernel_idle_ms(&online);
     let t0 = quietwatt::ticker::monotonic_ns();
     let mut child = std::process::Command::new("sh")
         .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
@@ -31,8 +33,8 @@ fn the_accounting_sees_a_busy_process_cpu_time() {
     std::thread::sleep(Duration::from_millis(20));
     tracker.drain(&mut timeline);
     let t1 = quietwatt::ticker::monotonic_ns();
+    let kernel_idle = kernel_idle_ms(&online).saturating_sub(kernel_idle0);
     let mut u = vec![Usage::default()];
-    let online = online_cpus();
     timeline.usage(
         t0,
         t1,
@@ -67,12 +69,41 @@ fn the_accounting_sees_a_busy_process_cpu_time() {
     let covered: u64 = u[0].by_entity.values().sum::<u64>() + u[0].idle_ns;
     assert_eq!(u[0].unseen_ns, 0, "unseen time on a CPU");
     assert_eq!(covered, (t1 - t0) * online.len() as u64);
-    assert!(u[0].idle_ns > 0, "no idle time rebuilt");
+    // Idle time to rebuild exists only where a CPU idled: on a machine kept busy
+    // (stress-ng on every CPU) the kernel counts none, and neither may we.
+    if kernel_idle >= 50 {
+        assert!(
+            u[0].idle_ns > 0,
+            "no idle time rebuilt where the kernel counted {kernel_idle} ms"
+        );
+    } else {
+        eprintln!(
+            "WEAK CHECK: the CPUs idled only {kernel_idle} ms in the window (a loaded \
+             machine): the idle task's slices were barely exercised; every nanosecond \
+             was still accounted"
+        );
+    }
     // The last schedstat read came before the child's last slice.
     assert!(
         seen + 2_000_000 >= cpu_ns,
         "saw {seen} ns of at least {cpu_ns}"
     );
+}
+
+/// The kernel's idle and iowait time of `cpus`, ms (`/proc/stat`, USER_HZ = 100).
+fn kernel_idle_ms(cpus: &[u32]) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    stat.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu: u32 = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+            if !cpus.contains(&cpu) {
+                return None;
+            }
+            Some((v.get(3)? + v.get(4)?) * 10)
+        })
+        .sum()
 }
 
 /// The online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,5`).
