@@ -95,13 +95,13 @@ impl Bounded {
                     break;
                 }
                 if let Some(gone) = self.members.remove(&least) {
-                    add(&mut self.other, &gone);
+                    self.other += &gone;
                 }
             }
             self.members.insert(e, EntityTotal::default());
         }
         for (e, d) in deltas {
-            add(self.members.get_mut(e).unwrap_or(&mut self.other), d);
+            *self.members.get_mut(e).unwrap_or(&mut self.other) += d;
         }
     }
 
@@ -148,12 +148,6 @@ impl Bounded {
             self.recent.remove(e);
         }
     }
-}
-
-fn add(to: &mut EntityTotal, d: &EntityTotal) {
-    to.dynamic_uj += d.dynamic_uj;
-    to.idle_uj += d.idle_uj;
-    to.cpu_ns += d.cpu_ns;
 }
 
 #[cfg(test)]

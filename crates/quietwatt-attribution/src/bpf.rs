@@ -320,7 +320,7 @@ impl fmt::Debug for Descendants {
 impl Descendants {
     /// `pid` and every process descended from it since the tracker opened (those
     /// that have exited included), given that `pid` is the root or descends from
-    /// it. Empty when `pid` is neither.
+    /// it; `pid` alone when it started nothing that was followed.
     pub fn of(&self, pid: u32) -> Vec<u32> {
         let parent_of: Vec<(u32, u32)> = self
             .map

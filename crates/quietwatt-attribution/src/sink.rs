@@ -79,6 +79,23 @@ impl EntityTotal {
     }
 }
 
+impl std::ops::AddAssign<&EntityTotal> for EntityTotal {
+    fn add_assign(&mut self, d: &EntityTotal) {
+        self.dynamic_uj += d.dynamic_uj;
+        self.idle_uj += d.idle_uj;
+        self.cpu_ns += d.cpu_ns;
+    }
+}
+
+impl<'a> std::iter::Sum<&'a EntityTotal> for EntityTotal {
+    fn sum<I: Iterator<Item = &'a EntityTotal>>(it: I) -> EntityTotal {
+        it.fold(EntityTotal::default(), |mut acc, t| {
+            acc += t;
+            acc
+        })
+    }
+}
+
 /// Totals over the recording, all packages.
 #[derive(Debug, Clone, Default)]
 pub struct Totals {
@@ -119,13 +136,7 @@ impl Totals {
                 .then(a.0.cmp(&b.0))
         });
         let rest = all.split_off(n.min(all.len()));
-        let other = rest
-            .iter()
-            .fold(EntityTotal::default(), |acc, (_, t)| EntityTotal {
-                dynamic_uj: acc.dynamic_uj + t.dynamic_uj,
-                idle_uj: acc.idle_uj + t.idle_uj,
-                cpu_ns: acc.cpu_ns + t.cpu_ns,
-            });
+        let other = rest.iter().map(|(_, t)| t).sum();
         (all, other)
     }
 
@@ -343,10 +354,7 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
         let ids: Vec<DomainId> = channels.iter().map(|c| c.id).collect();
         self.set_channels(&ids);
-        let by = match self.by {
-            By::Process => "process",
-            By::Cgroup => "cgroup",
-        };
+        let by = self.by.name();
         // The recording's own column notes describe the energy rows this file replaces.
         let mut fields = meta.fields_except("units");
         fields.push(("units".into(), COLUMNS.into()));
@@ -420,20 +428,27 @@ impl<W: Write + Send> Sink for AttributionSink<W> {
                     t.unbalanced += 1;
                 }
                 for ((ent, ns), part) in self.order.iter().zip(&split.parts) {
-                    let et = t.entities.entry(*ent).or_default();
-                    et.dynamic_uj += part.dynamic_uj;
-                    et.idle_uj += part.idle_uj;
-                    et.cpu_ns += ns;
+                    *t.entities.entry(*ent).or_default() += &EntityTotal {
+                        dynamic_uj: part.dynamic_uj,
+                        idle_uj: part.idle_uj,
+                        cpu_ns: *ns,
+                    };
                 }
             }
             let order = std::mem::take(&mut self.order);
             for ((ent, ns), part) in order.iter().zip(&split.parts) {
-                let (kind, id) = match *ent {
-                    Entity::Process(t) => ("process", u64::from(t)),
-                    Entity::Cgroup(c) => ("cgroup", c),
-                };
+                let (by, id) = ent.by_and_id();
                 let name = self.name_of(*ent);
-                self.put_row(t1, s.interval_ns, socket, kind, Some(id), &name, *part, *ns);
+                self.put_row(
+                    t1,
+                    s.interval_ns,
+                    socket,
+                    by.name(),
+                    Some(id),
+                    &name,
+                    *part,
+                    *ns,
+                );
             }
             self.order = order;
             let un = split.unattributed;

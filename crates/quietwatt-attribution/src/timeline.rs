@@ -21,6 +21,16 @@ pub enum Entity {
     Cgroup(u64),
 }
 
+impl Entity {
+    /// What it is, and its id as a number.
+    pub fn by_and_id(self) -> (By, u64) {
+        match self {
+            Entity::Process(t) => (By::Process, u64::from(t)),
+            Entity::Cgroup(c) => (By::Cgroup, c),
+        }
+    }
+}
+
 /// Which entities time is charged to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum By {
@@ -28,6 +38,16 @@ pub enum By {
     Process,
     /// cgroups v2.
     Cgroup,
+}
+
+impl By {
+    /// `process` or `cgroup`, as the outputs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            By::Process => "process",
+            By::Cgroup => "cgroup",
+        }
+    }
 }
 
 /// One slice: `tgid` ran on `cpu` from `start_ns` to `end_ns` (CLOCK_MONOTONIC),

@@ -93,9 +93,24 @@ pub fn splitter<W: std::io::Write + Send>(
     out: W,
     format: LongFormat,
     what: &str,
+    tracker: Tracker,
 ) -> Result<AttributionSink<W>, Failure> {
-    let tracker = Tracker::open().map_err(|e| tracker_failure(what, e))?;
-    splitter_on(env, by, idle, out, format, what, tracker)
+    let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("{what}: {e}")))?;
+    Ok(AttributionSink::new(
+        out,
+        format,
+        by,
+        idle,
+        sockets,
+        Box::new(tracker),
+        Names::new(),
+    ))
+}
+
+/// Loads the accounting program ([`Tracker::open`]); `what` names the command or
+/// flag in the error, which says what it needs.
+pub fn tracker(what: &str) -> Result<Tracker, Failure> {
+    Tracker::open().map_err(|e| tracker_failure(what, e))
 }
 
 /// Why the accounting program could not be loaded, and the fix.
@@ -111,28 +126,6 @@ fn tracker_failure(what: &str, e: quietwatt_attribution::AttributionError) -> Fa
     ))
 }
 
-/// [`splitter`] over a tracker already open.
-fn splitter_on<W: std::io::Write + Send>(
-    env: &Environment,
-    by: By,
-    idle: IdlePower,
-    out: W,
-    format: LongFormat,
-    what: &str,
-    tracker: Tracker,
-) -> Result<AttributionSink<W>, Failure> {
-    let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("{what}: {e}")))?;
-    Ok(AttributionSink::new(
-        out,
-        format,
-        by,
-        idle,
-        sockets,
-        Box::new(tracker),
-        Names::new(),
-    ))
-}
-
 fn open(
     env: &Environment,
     by: By,
@@ -140,7 +133,8 @@ fn open(
     out: Box<dyn std::io::Write + Send>,
     format: LongFormat,
 ) -> Result<Splitting, Failure> {
-    let sink = splitter(env, by, idle, out, format, "--attribute")?;
+    let what = "--attribute";
+    let sink = splitter(env, by, idle, out, format, what, tracker(what)?)?;
     let totals = sink.totals();
     Ok((Box::new(sink), totals))
 }
@@ -262,12 +256,8 @@ pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
     let mut entities: Vec<serde_json::Value> = top
         .iter()
         .map(|(e, v)| {
-            let kind = match e {
-                Entity::Process(_) => "process",
-                Entity::Cgroup(_) => "cgroup",
-            };
             let (id, name) = names.id_and_name(*e);
-            entry(kind, Some(id), name, v)
+            entry(e.by_and_id().0.name(), Some(id), name, v)
         })
         .collect();
     if t.entities.len() > top.len() {
@@ -338,8 +328,7 @@ pub fn run_share(
     let (scope, by, tracker) = match OwnCgroup::create(&name) {
         Ok(cg) => {
             cg.join_on_exec(cmd);
-            let tracker = Tracker::open().map_err(|e| tracker_failure("--attribute", e))?;
-            (Scope::Cgroup(cg), By::Cgroup, tracker)
+            (Scope::Cgroup(cg), By::Cgroup, tracker("--attribute")?)
         }
         Err(e) => {
             eprintln!(
@@ -354,7 +343,7 @@ pub fn run_share(
         }
     };
     let out: Box<dyn std::io::Write + Send> = Box::new(std::io::sink());
-    let sink = splitter_on(env, by, idle, out, LongFormat::Csv, "--attribute", tracker)?;
+    let sink = splitter(env, by, idle, out, LongFormat::Csv, "--attribute", tracker)?;
     let totals = sink.totals();
     let mut sink: Box<dyn Sink> = Box::new(sink);
     let meta = quietwatt::Metadata::new(meter.mechanism().name(), rate, &env.root);
@@ -391,14 +380,7 @@ impl Share {
                 tree.of(pid).into_iter().map(Entity::Process).collect()
             }
         };
-        let mut sum = quietwatt_attribution::EntityTotal::default();
-        for e in entities {
-            if let Some(c) = t.entities.get(&e) {
-                sum.dynamic_uj += c.dynamic_uj;
-                sum.idle_uj += c.idle_uj;
-                sum.cpu_ns += c.cpu_ns;
-            }
-        }
+        let sum = entities.iter().filter_map(|e| t.entities.get(e)).sum();
         (sum, t)
     }
 

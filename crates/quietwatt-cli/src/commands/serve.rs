@@ -442,10 +442,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if let Some(by) = args.attribute {
         eprintln!(
             "quietwatt: attributing the package energy by {} at each context switch: the {} that used the most lately are exported, the rest as id=\"other\"",
-            match by {
-                ByArg::Cgroup => "cgroup",
-                ByArg::Process => "process",
-            },
+            quietwatt_attribution::By::from(by).name(),
             args.attribute_top
         );
     }

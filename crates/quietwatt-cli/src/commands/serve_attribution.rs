@@ -8,7 +8,7 @@
 //! each refresh and added to a [`Bounded`] set, so memory follows the entities
 //! active lately, not every process that ever ran.
 
-use super::attribute::{splitter, ByArg};
+use super::attribute::{splitter, tracker, ByArg};
 use crate::emulated::Environment;
 use crate::exit::Failure;
 use quietwatt::export::prometheus::{AttributedSeries, AttributionFigures};
@@ -49,13 +49,15 @@ impl ServeAttribution {
         refresh: Duration,
     ) -> Result<ServeAttribution, Failure> {
         let by = By::from(by);
+        let what = "--attribute";
         let mut sink = splitter(
             env,
             by,
             idle,
             std::io::sink(),
             LongFormat::Csv,
-            "--attribute",
+            what,
+            tracker(what)?,
         )?;
         sink.set_channels(channels);
         let half_life = HALF_LIFE.as_secs_f64() / refresh.as_secs_f64().max(1e-3);
@@ -113,10 +115,7 @@ impl ServeAttribution {
         }
         out.push(series("other".into(), "other".into(), self.bounded.other()));
         AttributionFigures {
-            by: match self.by {
-                By::Process => "process",
-                By::Cgroup => "cgroup",
-            },
+            by: self.by.name(),
             series: out,
             unattributed_dynamic_j: j(unattributed.dynamic_uj),
             unattributed_idle_j: j(unattributed.idle_uj),

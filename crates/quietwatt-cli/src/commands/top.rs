@@ -115,8 +115,16 @@ fn open_sink(
     idle: IdlePower,
     rate: &Rate,
 ) -> Result<(AttributionSink<std::io::Sink>, Shared), Failure> {
-    let mut sink =
-        super::attribute::splitter(env, by, idle, std::io::sink(), LongFormat::Csv, "top")?;
+    let tracker = super::attribute::tracker("top")?;
+    let mut sink = super::attribute::splitter(
+        env,
+        by,
+        idle,
+        std::io::sink(),
+        LongFormat::Csv,
+        "top",
+        tracker,
+    )?;
     let meta = Metadata::new(meter.mechanism().name(), rate, &env.root);
     sink.begin(&meta, meter.channels())
         .map_err(|e| Failure::usage(format!("top: {e}")))?;
@@ -229,10 +237,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             "quietwatt top - package {:.2} W{} - by {} - every {} s{}\r\np: processes  c: cgroups  q: quit\r\n\r\n",
             w(pkg),
             if env.is_emulated() { " (EMULATED)" } else { "" },
-            match by {
-                By::Process => "process",
-                By::Cgroup => "cgroup",
-            },
+            by.name(),
             args.interval,
             match idle {
                 IdlePower::None => String::new(),
