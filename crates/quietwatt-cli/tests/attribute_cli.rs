@@ -6,16 +6,7 @@
 mod common;
 
 use quietwatt::Domain;
-use quietwatt_emulator::{EmulatorConfig, LoadFollowing};
 use std::collections::BTreeMap;
-
-fn follow() -> common::Mounted {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
-    config.power.follow = Some(LoadFollowing::new(10.0, 5.0));
-    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
-    common::mount(config)
-}
 
 fn uj(s: &str) -> i128 {
     let (w, f) = s.split_once('.').unwrap();
@@ -24,7 +15,7 @@ fn uj(s: &str) -> i128 {
 
 #[test]
 fn record_attribute_conserves_every_row_and_adds_up_to_the_recorded_energy() {
-    let m = follow();
+    let m = common::mount_following();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("split.csv");
     let o = common::quietwatt(
@@ -120,7 +111,7 @@ fn record_attribute_conserves_every_row_and_adds_up_to_the_recorded_energy() {
 
 #[test]
 fn run_attribute_charges_a_busy_command_its_cpu_time() {
-    let m = follow();
+    let m = common::mount_following();
     // The command prints its own CPU time (ns) at its end.
     let o = common::quietwatt(
         m.root(),
@@ -151,12 +142,9 @@ fn run_attribute_charges_a_busy_command_its_cpu_time() {
     let share = &v["share"];
     assert_eq!(share["scope"], "cgroup", "{v}");
     let dynamic = share["dynamic_j"].as_f64().unwrap();
-    let truth = 5.0 * cpu_ns / 1e9;
-    // The shell's own CPU time is the truth; `cat` and the shell's start add a few
-    // ms of CPU in the same cgroup (counted, and not in the truth), and the
-    // emulator's 10 ms busy quanta per CPU at either end: 2 × CPUs × 10 ms × 5 W.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let tol = 2.0 * cpus * 0.010 * 5.0 + 0.10 * truth;
+    // The shell's own CPU time is the truth.
+    let truth = common::FOLLOW_W_PER_CPU * cpu_ns / 1e9;
+    let tol = common::follow_tolerance(truth);
     eprintln!("share: dynamic {dynamic:.4} J, truth {truth:.4} J ({cpu_ns} ns), tolerance {tol:.3} J; {share}");
     assert!(
         (dynamic - truth).abs() <= tol,
@@ -181,7 +169,7 @@ fn run_attribute_charges_a_busy_command_its_cpu_time() {
 fn run_attribute_without_a_cgroup_follows_the_commands_process_tree() {
     // A machine where quietwatt cannot make a cgroup: the cgroup v2 hierarchy
     // mounted read-only, in a mount namespace of the test's own (unshare -m).
-    let m = follow();
+    let m = common::mount_following();
     let v2 = quietwatt_attribution::names::cgroup2_mount()
         .expect("a cgroup v2 hierarchy (this test makes it read-only in its own mount namespace)");
     // Two children busy on their own, each printing its CPU time (ns) as it ends,
@@ -235,9 +223,8 @@ fn run_attribute_without_a_cgroup_follows_the_commands_process_tree() {
     let dynamic = share["dynamic_j"].as_f64().unwrap();
     // The children's CPU time is nearly all of it: a share of the parent alone
     // (what this used to report) is a hundredth of the truth.
-    let truth = 5.0 * cpu_ns.iter().sum::<f64>() / 1e9;
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let tol = 2.0 * cpus * 0.010 * 5.0 + 0.10 * truth;
+    let truth = common::FOLLOW_W_PER_CPU * cpu_ns.iter().sum::<f64>() / 1e9;
+    let tol = common::follow_tolerance(truth);
     eprintln!("tree share: dynamic {dynamic:.4} J, truth {truth:.4} J ({cpu_ns:?} ns), tolerance {tol:.3} J; {share}");
     assert!(
         (dynamic - truth).abs() <= tol,

@@ -806,21 +806,21 @@ fn a_real_prometheus_scrapes_it() {
     assert_eq!(prom_query(web, "up{job=\"quietwatt\"}"), Some(1.0));
 }
 
-/// The emulator's load-following package: 10 W idle + 5 W per busy CPU of this
-/// machine (from its real CPU time), so each entity's true dynamic energy is
-/// 5 W × its CPU time.
-fn follow() -> common::Mounted {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
-    config.power.follow = Some(quietwatt_emulator::LoadFollowing::new(10.0, 5.0));
-    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
-    mount(config)
+/// `serve --attribute` at 50 Hz over [`common::mount_following`]'s powercap tree,
+/// values every 0.2 s to the µJ, with `attribute` (the attribution's flags).
+fn serve_attributing(root: &Path, attribute: &[&str]) -> Server {
+    let mut args = vec!["-m", "powercap", "--freq", "50", "--min-interval", "0.2"];
+    args.extend(["--resolution", "0.000001", "--attribute"]);
+    args.extend(attribute);
+    Server::start(root, &args)
 }
 
 /// Σ of every attributed series (both parts, `other` included) and the
 /// unattributed parts, against the package counter: equal but for the readings
-/// taken between the refresh's split and its snapshot (a few sampling periods).
-fn attribution_adds_up(s: &[(String, String, f64)], max_watts: f64, period_s: f64) -> f64 {
+/// taken between the refresh's split and its snapshot (a few sampling periods at
+/// the package's most power, all of this machine's CPUs busy).
+fn attribution_adds_up(s: &[(String, String, f64)], period_s: f64) -> f64 {
+    let max_watts = 10.0 + common::FOLLOW_W_PER_CPU * common::cpus() as f64;
     let sum = |name: &str| {
         s.iter()
             .filter(|(n, _, _)| n == name)
@@ -840,24 +840,8 @@ fn attribution_adds_up(s: &[(String, String, f64)], max_watts: f64, period_s: f6
 
 #[test]
 fn attribute_exports_each_cgroups_energy_against_the_emulators_truth() {
-    let m = follow();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let server = Server::start(
-        m.root(),
-        &[
-            "-m",
-            "powercap",
-            "--attribute",
-            "--idle-watts",
-            "10",
-            "--freq",
-            "50",
-            "--min-interval",
-            "0.2",
-            "--resolution",
-            "0.000001",
-        ],
-    );
+    let m = common::mount_following();
+    let server = serve_attributing(m.root(), &["--idle-watts", "10"]);
     let v2 = quietwatt_attribution::names::cgroup2_mount().expect("cgroup v2");
     let pid = std::process::id();
     let groups: Vec<_> = [150_000, 300_000]
@@ -903,10 +887,8 @@ fn attribute_exports_each_cgroups_energy_against_the_emulators_truth() {
             })
             .map(|x| x.2)
             .unwrap_or_else(|| panic!("no series for cgroup {}:\n{}", cg.id(), r.body));
-        let truth = 5.0 * cpu_ns / 1e9;
-        // As for `run --attribute`: the shell's start and `cat` add a few ms of CPU
-        // in the cgroup, and the emulator's 10 ms busy quanta per CPU at either end.
-        let tol = 2.0 * cpus * 0.010 * 5.0 + 0.10 * truth;
+        let truth = common::FOLLOW_W_PER_CPU * cpu_ns / 1e9;
+        let tol = common::follow_tolerance(truth);
         eprintln!(
             "cgroup {}: dynamic {dynamic:.4} J, truth {truth:.4} J, tolerance {tol:.3} J",
             cg.id()
@@ -922,7 +904,7 @@ fn attribute_exports_each_cgroups_energy_against_the_emulators_truth() {
             cpu_ns / 1e9
         );
     }
-    attribution_adds_up(&s, 10.0 + 5.0 * cpus, 1.0 / 50.0);
+    attribution_adds_up(&s, 1.0 / 50.0);
     let (status, _, log) = server.terminate();
     assert!(status.success(), "{status}: {log}");
     assert!(
@@ -933,25 +915,8 @@ fn attribute_exports_each_cgroups_energy_against_the_emulators_truth() {
 
 #[test]
 fn attribute_top_bounds_the_series_and_every_counter_keeps_adding_up() {
-    let m = follow();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let server = Server::start(
-        m.root(),
-        &[
-            "-m",
-            "powercap",
-            "--attribute",
-            "process",
-            "--attribute-top",
-            "2",
-            "--freq",
-            "50",
-            "--min-interval",
-            "0.2",
-            "--resolution",
-            "0.000001",
-        ],
-    );
+    let m = common::mount_following();
+    let server = serve_attributing(m.root(), &["process", "--attribute-top", "2"]);
     // Six busy processes, more than the series allowed.
     let mut children: Vec<_> = (0..6)
         .map(|_| {
@@ -988,7 +953,7 @@ fn attribute_top_bounds_the_series_and_every_counter_keeps_adding_up() {
             other >= last_other,
             "other went from {last_other} to {other}"
         );
-        let split = attribution_adds_up(&s, 10.0 + 5.0 * cpus, 1.0 / 50.0);
+        let split = attribution_adds_up(&s, 1.0 / 50.0);
         assert!(
             split >= last_split,
             "the split went from {last_split} to {split}"

@@ -65,6 +65,36 @@ pub fn mount(config: EmulatorConfig) -> Mounted {
 }
 
 /// Runs `quietwatt --root ROOT ARGS...`.
+/// The emulator's load-following package: 10 W idle + [`FOLLOW_W_PER_CPU`] per
+/// busy CPU of this machine (from its real CPU time), so each entity's true
+/// dynamic energy is that power times its CPU time.
+pub fn mount_following() -> Mounted {
+    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus() as u32);
+    config.power.follow = Some(quietwatt_emulator::LoadFollowing::new(
+        10.0,
+        FOLLOW_W_PER_CPU,
+    ));
+    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
+    mount(config)
+}
+
+/// [`mount_following`]'s watts per busy CPU.
+pub const FOLLOW_W_PER_CPU: f64 = 5.0;
+
+/// This machine's CPUs.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How far an entity's attributed dynamic energy may be from its truth
+/// ([`FOLLOW_W_PER_CPU`] × its CPU time) under [`mount_following`]: the emulator's
+/// 10 ms busy quanta per CPU at either end (2 × CPUs × 10 ms × 5 W), and 10 % for
+/// the few ms of CPU a shell's start and its `cat` add, counted and not in the
+/// truth, and quanta mixed among entities that run together.
+pub fn follow_tolerance(truth_j: f64) -> f64 {
+    2.0 * cpus() as f64 * 0.010 * FOLLOW_W_PER_CPU + 0.10 * truth_j
+}
+
 pub fn quietwatt(root: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_quietwatt"))
         .arg("--root")
