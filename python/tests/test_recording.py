@@ -15,10 +15,10 @@ import pytest
 import quietwatt as qw
 
 
-def record(cli: str, emu: qw.Emulator, path, freq: str = "50") -> None:
+def record(cli: str, emu: qw.Emulator, path, freq: str = "50", duration: str = "0.3") -> None:
     emu.reset_served()
     out = subprocess.run(
-        [cli, "--root", emu.root, "record", "-m", "powercap", "-f", freq, "--duration", "0.3", "-o", str(path)],
+        [cli, "--root", emu.root, "record", "-m", "powercap", "-f", freq, "--duration", duration, "-o", str(path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -131,9 +131,21 @@ def wait_stopped(pid: int) -> None:
 def mean_power(rows) -> float:
     """Energy over time, from the read before the first row (its interval is its
     energy over its power) to the last row."""
+    return rows["energy_j"].sum() / span_s(rows)
+
+
+def span_s(rows) -> float:
+    """Seconds from the read before the first row to the last row."""
     first = rows.iloc[0]
     start_ns = first["timestamp_ns"] - first["energy_j"] / first["power_w"] * 1e9
-    return rows["energy_j"].sum() / ((rows["timestamp_ns"].iloc[-1] - start_ns) / 1e9)
+    return (rows["timestamp_ns"].iloc[-1] - start_ns) / 1e9
+
+
+def assert_mean_power(rows, watts: float, domain: str) -> None:
+    """Mean power within 1 % of the emulator's, plus the 30 ms a loaded host may
+    serve a read away from the timestamp taken beside it (over the recording's span)."""
+    tol = 0.01 * watts + watts * 0.03 / span_s(rows)
+    assert mean_power(rows) == pytest.approx(watts, abs=tol), domain
 
 
 def test_a_parquet_recording_killed_with_sigkill_keeps_the_row_groups_written_before(cli, emu, tmp_path):
@@ -176,9 +188,9 @@ def test_a_parquet_recording_killed_with_sigkill_keeps_the_row_groups_written_be
     # it is in a CSV of the same emulator (within 1 %: the timestamps are taken
     # beside each read, the emulator's clock inside it).
     csv_path = tmp_path / "energy.csv"
-    record(cli, emu, csv_path, freq="200")
+    record(cli, emu, csv_path, freq="200", duration="3")
     csv = qw.read_recording(csv_path)
     for domain in ("package", "core", "uncore", "dram"):
         watts = emu.watts(domain)
-        assert mean_power(df[df["domain"] == domain]) == pytest.approx(watts, rel=0.01), domain
-        assert mean_power(csv[csv["domain"] == domain]) == pytest.approx(watts, rel=0.01), domain
+        assert_mean_power(df[df["domain"] == domain], watts, domain)
+        assert_mean_power(csv[csv["domain"] == domain], watts, domain)
