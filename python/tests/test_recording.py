@@ -103,7 +103,8 @@ def test_parquet_reads_with_polars_alone_or_pyarrow(cli, emu, tmp_path, monkeypa
         # As if pyarrow were not installed (pandas alone cannot read Parquet).
         monkeypatch.setattr(_recording, "_pyarrow_parquet", lambda: None)
     else:
-        pytest.importorskip("pyarrow", reason="pyarrow is not installed (python/requirements-test.txt has none)")
+        # python/requirements-test.txt installs it: a missing pyarrow fails, never skips.
+        import pyarrow  # noqa: F401
     path = tmp_path / "energy.parquet"
     record(cli, emu, path)
     df = qw.read_recording(path)

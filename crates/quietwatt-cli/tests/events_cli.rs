@@ -10,6 +10,16 @@ use quietwatt_events::trace::chrome::{validate, PID_ENERGY, PID_EVENTS};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
+/// Whether this machine has a cpuidle driver (sysfs lists CPU 0's states); many
+/// cloud VMs have none, and the tests then check what the product says instead.
+fn has_cpuidle() -> bool {
+    let has = std::path::Path::new("/sys/devices/system/cpu/cpu0/cpuidle/state0/usage").exists();
+    if !has {
+        eprintln!("NO CPUIDLE DRIVER on this machine: checking the tracepoint's counts instead");
+    }
+    has
+}
+
 fn read_json(path: &std::path::Path) -> Value {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
@@ -68,11 +78,24 @@ fn record_with_events_writes_an_events_file_a_summary_and_a_valid_chrome_trace()
             .unwrap()
     };
     assert!(total("page_faults_min") > 0 && total("context_switches") > 0);
-    // A C-state row per CPU and state, with cpuidle's count.
+    // A C-state row per CPU and state, with cpuidle's count; on a machine without a
+    // cpuidle driver, with the tracepoint's counts and a note saying what is missing.
+    let cpuidle = has_cpuidle();
     let cstates = summary["events"]["cstates"].as_array().expect("cstates");
-    assert!(cstates
-        .iter()
-        .any(|r| r["cpu"] == 0 && r["sysfs_entries"].is_u64()));
+    if cpuidle {
+        assert!(cstates
+            .iter()
+            .any(|r| r["cpu"] == 0 && r["sysfs_entries"].is_u64()));
+    } else {
+        let notes = summary["events"]["notes"].to_string();
+        assert!(notes.contains("no cpuidle driver"), "{notes}");
+        assert!(
+            cstates.iter().any(|r| r["cpu"] == 0
+                && r["sysfs_entries"].is_null()
+                && (r["perf_entries"].as_u64() > Some(0) || r["bpf_entries"].as_u64() > Some(0))),
+            "no C-state row for CPU 0 counted by the tracepoint: {cstates:?}"
+        );
+    }
 
     // The trace: valid, with the expected tracks, on the energy file's clock.
     let t = read_json(&trace);
@@ -89,7 +112,11 @@ fn record_with_events_writes_an_events_file_a_summary_and_a_valid_chrome_trace()
         "power 0/dram",
         "cpu0 page_faults_min /s",
         "cpu0 context_switches /s",
-        "cpuidle residency cpu0",
+        if cpuidle {
+            "cpuidle residency cpu0"
+        } else {
+            "idle residency cpu0 (power:cpu_idle, BPF)"
+        },
     ] {
         assert!(counters.contains(want), "no {want} track in {counters:?}");
     }
@@ -298,6 +325,14 @@ fn bench_wakeup_reports_latency_per_idle_state_reached() {
     let by_state = r["by_state"].as_array().unwrap();
     let n: u64 = by_state.iter().map(|s| s["n"].as_u64().unwrap()).sum();
     assert_eq!(n, seen, "every wake-up is classed once: {by_state:?}");
+    // The idle states: cpuidle's, or, without a driver, none listed and a note.
+    let states = r["states"].as_array().unwrap();
+    if has_cpuidle() {
+        assert!(!states.is_empty(), "{r}");
+    } else {
+        assert!(states.is_empty(), "{r}");
+        assert!(r["notes"].to_string().contains("no cpuidle driver"), "{r}");
+    }
     // Latency is positive and below the interval; the callee ran its busy-wait.
     let p50 = r["all"]["p50_us"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 < 10_000.0, "p50 {p50} µs");

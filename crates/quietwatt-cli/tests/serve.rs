@@ -402,13 +402,25 @@ fn events_export_each_cpus_idle_states_and_wakeups_within_physical_bounds() {
                 .is_some_and(|d| d.parse::<u32>().is_ok())
         })
         .count();
-    let states = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle")
-        .map(|d| d.count())
+    // cpuidle's states; without a cpuidle driver (many cloud VMs) the exporter counts
+    // the kernel's own two (0 polling, 1 default idle) through BPF instead.
+    let listed = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle")
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("state"))
+            })
+            .count()
+        })
         .unwrap_or(0);
-    assert!(
-        states > 0,
-        "this test needs cpuidle (/sys/devices/system/cpu/cpu0/cpuidle)"
-    );
+    let states = if listed > 0 {
+        listed
+    } else {
+        eprintln!(
+            "NO CPUIDLE DRIVER on this machine: expecting the kernel's states 0 and 1 through BPF"
+        );
+        2
+    };
     let mut last: Option<Vec<(String, String, f64)>> = None;
     for _ in 0..4 {
         std::thread::sleep(Duration::from_millis(300));

@@ -211,12 +211,7 @@ impl BpfIdle {
         let mut slots = Vec::new();
         let mut chans = Vec::new();
         for &cpu in cpus {
-            let listed: Vec<u32> = cpuidle.of(cpu).iter().map(|s| s.index).collect();
-            let states = if listed.is_empty() {
-                vec![0, 1]
-            } else {
-                listed
-            };
+            let states = cpuidle.traced_indices(cpu);
             for s in states.into_iter().filter(|&s| (s as usize) < STATES) {
                 for (is_ns, event) in [(false, Event::BpfIdleEnter(s)), (true, Event::BpfIdleNs(s))]
                 {
@@ -293,6 +288,21 @@ impl BpfIdle {
             *o = after + running;
         }
         Ok(())
+    }
+
+    /// Idle entries of `cpu` so far, over every state (the program's counts, a few
+    /// loads, no syscall).
+    pub fn entries(&self, cpu: u32) -> u64 {
+        let c = cpu as usize;
+        // SAFETY (closures): pointer arithmetic within one IdleCpu, i < STATES.
+        (0..STATES)
+            .map(|i| {
+                self.field(c, |p| unsafe {
+                    (&raw const (*p).entries).cast::<u64>().add(i)
+                })
+            })
+            .sum::<u64>()
+            + self.field(c, |p| unsafe { &raw const (*p).other })
     }
 
     /// The idle state `cpu` is in right now by the tracepoint (entered and not yet

@@ -34,6 +34,11 @@ impl BpfIdle {
         match *self {}
     }
 
+    /// Idle entries of `cpu` so far.
+    pub fn entries(&self, _cpu: u32) -> u64 {
+        match *self {}
+    }
+
     /// The idle state `cpu` is in right now by the tracepoint.
     pub fn idle_state(&self, _cpu: u32) -> Option<u32> {
         match *self {}

@@ -60,7 +60,10 @@ impl CpuidleStates {
             SysRoot::default()
         } else {
             notes.push(
-                "no cpuidle in sysfs (no cpuidle driver): no residency cross-check".to_string(),
+                "no cpuidle driver (no cpuN/cpuidle in sysfs): idle entries and time come from \
+                 power:cpu_idle only (state 0 polling, 1 the kernel's default idle); state names, \
+                 cpuidle usage and residency cannot be read, so no sysfs cross-check"
+                    .to_string(),
             );
             return Ok(CpuidleStates {
                 cpus: Vec::new(),
@@ -110,8 +113,32 @@ impl CpuidleStates {
             .map_or(&[], |(_, s)| s.as_slice())
     }
 
-    /// The name of state `index` on `cpu`, or `stateN` when unknown.
+    /// Whether `cpu` lists cpuidle states (names, `usage`, `time`).
+    pub fn listed(&self, cpu: u32) -> bool {
+        !self.of(cpu).is_empty()
+    }
+
+    /// The state indices `power:cpu_idle` reports on `cpu`: cpuidle's where it lists
+    /// states; without a cpuidle driver the kernel's own idle loop reports 0 when it
+    /// polls (`cpu_idle_poll`) and 1 when it halts (`default_idle_call`).
+    pub fn traced_indices(&self, cpu: u32) -> Vec<u32> {
+        if self.listed(cpu) {
+            self.of(cpu).iter().map(|s| s.index).collect()
+        } else {
+            vec![0, 1]
+        }
+    }
+
+    /// The name of state `index` on `cpu`, or `stateN` when unknown (on a CPU
+    /// without cpuidle: `poll` and `default idle`, the kernel's own idle loop).
     pub fn name(&self, cpu: u32, index: u32) -> String {
+        if !self.listed(cpu) {
+            match index {
+                0 => return "poll (no cpuidle driver)".to_string(),
+                1 => return "default idle (no cpuidle driver)".to_string(),
+                _ => {}
+            }
+        }
         self.of(cpu)
             .iter()
             .find(|s| s.index == index)

@@ -12,6 +12,11 @@
 //! `power:cpu_idle` on CPU 0 but not on CPU 1, while a BPF tracepoint program sees
 //! it on both. quietwatt does not assume either way: the summary compares each
 //! CPU's count with its cpuidle `usage` and names the CPUs a mechanism is blind on.
+//!
+//! **No cpuidle driver** (many cloud VMs): the kernel's own idle loop still fires
+//! the tracepoint, with state 0 when it polls and 1 when it halts
+//! (`default_idle_call`). Those two states are counted; with no `usage` to compare
+//! against, the summary compares perf's count with the BPF program's.
 
 use super::cpuidle::CpuidleStates;
 use super::tracepoint::{open_tracepoint, Tracefs, PWR_EVENT_EXIT};
@@ -42,18 +47,14 @@ pub fn open_perf(
     };
     let mut out = Vec::new();
     for &cpu in cpus {
-        let states = cpuidle.of(cpu);
-        if states.is_empty() {
-            notes.push(format!(
-                "CPU {cpu} lists no cpuidle state: only its idle exits are counted"
-            ));
-        }
-        for s in states {
-            let filter = format!("state == {}", s.index);
+        // Without a cpuidle driver the kernel's idle loop still fires the tracepoint
+        // (states 0 and 1): count those, or every entry would go unseen.
+        for index in cpuidle.traced_indices(cpu) {
+            let filter = format!("state == {index}");
             let fd = open_tracepoint(id, cpu, Some(&filter), "power:cpu_idle")?;
             out.push(Channel::perf(
                 cpu,
-                Event::IdleEnter(s.index),
+                Event::IdleEnter(index),
                 format!("perf tracepoint power:cpu_idle (id {id}) [{filter}] cpu {cpu}"),
                 fd,
             ));

@@ -60,8 +60,11 @@ pub struct Visibility {
     pub mechanism: &'static str,
     /// Entries the mechanism counted (all states).
     pub seen: u64,
-    /// Entries cpuidle counted (all states).
-    pub sysfs: u64,
+    /// Entries the reference counted (all states).
+    pub reference: u64,
+    /// The reference: `cpuidle usage`, or, on a CPU without a cpuidle driver, the
+    /// other tracing mechanism (`bpf`), an independent count of the same tracepoint.
+    pub against: &'static str,
     /// `sees`, `blind`, `differs`, or `idle` (too few entries to tell).
     pub verdict: &'static str,
 }
@@ -232,21 +235,30 @@ impl EventSummary {
                 let v: Vec<u64> = rows.iter().filter_map(|r| f(r)).collect();
                 (!v.is_empty()).then(|| v.iter().sum())
             };
+            let (perf, bpf) = (total(|r| r.perf_entries), total(|r| r.bpf_entries));
             if let Some(sysfs) = total(|r| r.sysfs_entries) {
-                for (mechanism, seen) in [
-                    ("perf", total(|r| r.perf_entries)),
-                    ("bpf", total(|r| r.bpf_entries)),
-                ] {
+                for (mechanism, seen) in [("perf", perf), ("bpf", bpf)] {
                     if let Some(seen) = seen {
                         visibility.push(Visibility {
                             cpu,
                             mechanism,
                             seen,
-                            sysfs,
+                            reference: sysfs,
+                            against: "cpuidle usage",
                             verdict: verdict(seen, sysfs),
                         });
                     }
                 }
+            } else if let (Some(perf), Some(bpf)) = (perf, bpf) {
+                // No cpuidle driver: the two tracing mechanisms check each other.
+                visibility.push(Visibility {
+                    cpu,
+                    mechanism: "perf",
+                    seen: perf,
+                    reference: bpf,
+                    against: "bpf",
+                    verdict: verdict(perf, bpf),
+                });
             }
         }
         let mut rates = Vec::new();
@@ -356,19 +368,19 @@ impl fmt::Display for EventSummary {
             writeln!(f)?;
             writeln!(
                 f,
-                "power:cpu_idle visibility (entries seen vs cpuidle usage):"
+                "power:cpu_idle visibility (entries seen vs cpuidle usage, or vs BPF without cpuidle):"
             )?;
             for v in &self.visibility {
                 let words = match v.verdict {
-                    "sees" => "sees it",
-                    "blind" => "BLIND: sees none of cpuidle's entries",
-                    "differs" => "differs from cpuidle by more than 10 %",
-                    _ => "too few idle entries to tell",
+                    "sees" => "sees it".to_string(),
+                    "blind" => format!("BLIND: sees none of the {} entries", v.against),
+                    "differs" => format!("differs from {} by more than 10 %", v.against),
+                    _ => "too few idle entries to tell".to_string(),
                 };
                 writeln!(
                     f,
-                    "  cpu{} {:<5} {:>10} vs {:>10}  {words}",
-                    v.cpu, v.mechanism, v.seen, v.sysfs
+                    "  cpu{} {:<5} {:>10} vs {:>10} ({})  {words}",
+                    v.cpu, v.mechanism, v.seen, v.reference, v.against
                 )?;
             }
         }
@@ -524,6 +536,31 @@ mod tests {
         assert!((s.rates[0].per_s - 50.0).abs() < 1e-9);
         let text = s.to_string();
         assert!(text.contains("BLIND"), "{text}");
+    }
+
+    #[test]
+    fn without_cpuidle_perf_is_checked_against_bpf_and_states_are_named_by_the_kernel_loop() {
+        let mut t = totals(vec![
+            ((0, Event::IdleEnter(1)), 990),
+            ((0, Event::BpfIdleEnter(1)), 1000),
+            ((1, Event::IdleEnter(1)), 0),
+            ((1, Event::BpfIdleEnter(1)), 800),
+        ]);
+        t.cpuidle.cpus.clear();
+        let s = EventSummary::new(&t, None);
+        assert_eq!(s.cstates[0].name, "default idle (no cpuidle driver)");
+        assert_eq!(s.cstates[0].sysfs_entries, None);
+        let v: Vec<(u32, &str, &str)> = s
+            .visibility
+            .iter()
+            .map(|v| (v.cpu, v.against, v.verdict))
+            .collect();
+        assert_eq!(v, vec![(0, "bpf", "sees"), (1, "bpf", "blind")]);
+        let text = s.to_string();
+        assert!(
+            text.contains("BLIND: sees none of the bpf entries"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -136,10 +136,13 @@ pub struct WakeupReport {
     pub states: Vec<String>,
     /// What `by_state` is classified by: `power:cpu_idle (BPF ...)` or `cpuidle usage`.
     pub classified_by: String,
-    /// Wake-ups where the tracepoint and cpuidle classifications agree (with BPF).
+    /// Wake-ups where the tracepoint and cpuidle classifications agree (with BPF and
+    /// cpuidle both; `None` otherwise).
     pub agree: Option<usize>,
     /// Why BPF is not used, when it is not.
     pub bpf_note: Option<String>,
+    /// What the machine could not tell (no cpuidle driver) and what stood in.
+    pub notes: Vec<String>,
     /// What the power profile around the wake-up could or could not use.
     pub power_profile: String,
     /// The power around the wake-up, when an energy source was sampled.
@@ -238,18 +241,13 @@ pub fn run(
     let mut notes = Vec::new();
     let cpuidle = CpuidleStates::read(&config.root, &[config.callee_cpu], &mut notes)?;
     let states = cpuidle.of(config.callee_cpu).to_vec();
-    if states.is_empty() {
-        return Err(EventsError::Io {
-            path: config.root.path(format!(
-                "/sys/devices/system/cpu/cpu{}/cpuidle",
-                config.callee_cpu
-            )),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no cpuidle states: the idle state reached cannot be told",
-            ),
-        });
-    }
+    // The classes wake-ups are put in: cpuidle's states, or without a driver the
+    // states the kernel's own idle loop reports on the tracepoint.
+    let classes: Vec<(u32, String)> = cpuidle
+        .traced_indices(config.callee_cpu)
+        .into_iter()
+        .map(|i| (i, cpuidle.name(config.callee_cpu, i)))
+        .collect();
     let usage: Vec<File> = states
         .iter()
         .map(|s| {
@@ -264,6 +262,29 @@ pub fn run(
         Ok((b, _)) => (Some(b), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    if states.is_empty() {
+        notes.push(match bpf {
+            Some(_) => format!(
+                "CPU {} has no cpuidle driver: the state reached and the other idle entries \
+                 come from power:cpu_idle (BPF) alone, with the kernel's own state numbers",
+                config.callee_cpu
+            ),
+            None => format!(
+                "CPU {} has no cpuidle driver and BPF is not available: wake-ups are not \
+                 classified by idle state and other idle entries are not counted (run as \
+                 root on a kernel with BPF for both)",
+                config.callee_cpu
+            ),
+        });
+    }
+    // Idle entries of the callee's CPU by the BPF program, where cpuidle cannot count
+    // them (the program counts an entry when the period begins).
+    let bpf_entries = || -> u64 {
+        match (&bpf, states.is_empty()) {
+            (Some(b), true) => b.entries(config.callee_cpu),
+            _ => 0,
+        }
+    };
     let n = config.count;
     let seq = AtomicU32::new(0);
     let run_ns: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
@@ -272,8 +293,8 @@ pub fn run(
     let interval_ns = config.interval.as_nanos().max(1) as u64;
     const STOP: u32 = u32::MAX;
 
-    type CallerOut = (Vec<u64>, Vec<Vec<u64>>, Vec<Option<u32>>);
-    let (signal_ns, deltas, tp) = std::thread::scope(|s| -> Result<CallerOut> {
+    type CallerOut = (Vec<u64>, Vec<Vec<u64>>, Vec<Option<u32>>, Vec<u64>);
+    let (signal_ns, deltas, tp, bpf_other) = std::thread::scope(|s| -> Result<CallerOut> {
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<()>>(1);
         let (seq, run_ns, done_ns) = (&seq, &run_ns, &done_ns);
         let callee = s.spawn(move || {
@@ -341,6 +362,7 @@ pub fn run(
             // this is the period our signal ended), then entries between wake-ups.
             let mut deltas = vec![vec![0u64; 2 * k]; n];
             let mut tp = vec![None; n];
+            let mut bpf_other = vec![0u64; n];
             // Let the callee reach its first wait.
             let t0 = monotonic_ns() + interval_ns;
             // When profiling, move each signal by a pseudo-random 0..1 ms (at most half
@@ -357,6 +379,7 @@ pub fn run(
                 .map(|_| rng.below(spread.max(1) as usize) as u64)
                 .collect();
             read_usage(&mut post)?;
+            let mut bpf_post = bpf_entries();
             for (i, d) in deltas.iter_mut().enumerate() {
                 spin_sampling(
                     t0 + i as u64 * interval_ns + jitter[i],
@@ -367,6 +390,7 @@ pub fn run(
                 for j in 0..k {
                     d[k + j] = pre[j].saturating_sub(post[j]);
                 }
+                bpf_other[i] = bpf_entries().saturating_sub(bpf_post);
                 tp[i] = bpf.as_ref().and_then(|b| b.idle_state(config.callee_cpu));
                 let t = monotonic_ns();
                 seq.store(i as u32 + 1, Ordering::Release);
@@ -379,11 +403,12 @@ pub fn run(
                     &mut energy,
                 );
                 read_usage(&mut post)?;
+                bpf_post = bpf_entries();
                 for j in 0..k {
                     d[j] = post[j].saturating_sub(pre[j]);
                 }
             }
-            Ok((signal, deltas, tp))
+            Ok((signal, deltas, tp, bpf_other))
         })();
         stop();
         let _ = callee.join();
@@ -404,7 +429,7 @@ pub fn run(
             active_ns: done_ns[i].load(Ordering::Relaxed).saturating_sub(run),
             state: (entered.len() == 1).then(|| states[entered[0]].index),
             mixed: entered.len() > 1,
-            idle_entries: deltas[i][k..].iter().sum(),
+            idle_entries: deltas[i][k..].iter().sum::<u64>() + bpf_other[i],
             tp_state: bpf.as_ref().map(|_| tp[i]),
         });
     }
@@ -416,19 +441,19 @@ pub fn run(
         }
     };
     let mut by_state = Vec::new();
-    for s in &states {
+    for (index, name) in &classes {
         let v: Vec<u64> = wakeups
             .iter()
-            .filter(|w| class(w) == Some(s.index))
+            .filter(|w| class(w) == Some(*index))
             .map(|w| w.latency_ns)
             .collect();
         if !v.is_empty() {
-            by_state.push(stats(&format!("{} {}", s.index, s.name), &v));
+            by_state.push(stats(&format!("{index} {name}"), &v));
         }
     }
     let other: Vec<u64> = wakeups
         .iter()
-        .filter(|w| class(w).is_some_and(|c| !states.iter().any(|s| s.index == c)))
+        .filter(|w| class(w).is_some_and(|c| !classes.iter().any(|s| s.0 == c)))
         .map(|w| w.latency_ns)
         .collect();
     if !other.is_empty() {
@@ -437,6 +462,10 @@ pub fn run(
     type Pick = fn(&Wakeup) -> bool;
     let rest: Vec<(&str, Pick)> = if bpf.is_some() {
         vec![("running (not idle)", |w: &Wakeup| w.tp_state == Some(None))]
+    } else if states.is_empty() {
+        vec![("unclassified (no cpuidle driver, no BPF)", |_: &Wakeup| {
+            true
+        })]
     } else {
         vec![
             ("mixed", |w: &Wakeup| w.mixed),
@@ -453,7 +482,7 @@ pub fn run(
             by_state.push(stats(label, &v));
         }
     }
-    let agree = bpf.as_ref().map(|_| {
+    let agree = bpf.as_ref().filter(|_| !states.is_empty()).map(|_| {
         wakeups
             .iter()
             .filter(|w| w.tp_state == Some(w.state) && !w.mixed)
@@ -461,6 +490,7 @@ pub fn run(
     });
     let classified_by = match &bpf {
         Some(b) => format!("power:cpu_idle at the signal (BPF {})", b.kind()),
+        None if states.is_empty() => "nothing (no cpuidle driver, no BPF)".to_string(),
         None => "cpuidle usage between the signal and the callee running".to_string(),
     };
     let all: Vec<u64> = wakeups.iter().map(|w| w.latency_ns).collect();
@@ -492,6 +522,7 @@ pub fn run(
         classified_by,
         agree,
         bpf_note,
+        notes,
         profile,
         power_profile,
     })

@@ -401,25 +401,44 @@ fn print_wakeup(r: &WakeupReport) {
             wakeup::LOST_AFTER.as_millis()
         );
     }
-    println!("callee CPU idle states: {}", r.states.join(", "));
+    if r.states.is_empty() {
+        println!("callee CPU idle states: none listed (no cpuidle driver)");
+    } else {
+        println!("callee CPU idle states: {}", r.states.join(", "));
+    }
     println!("idle state reached, by: {}", r.classified_by);
     if let Some(why) = &r.bpf_note {
         println!("  (no BPF: {why})");
     }
+    for note in &r.notes {
+        println!("  note: {note}");
+    }
     println!();
+    let label = |s: &wakeup::LatencyStats| match s.reached.as_str() {
+        "active" => "callee active time".to_string(),
+        "all" => "all wake-ups".to_string(),
+        other => other.to_string(),
+    };
+    let w = r
+        .by_state
+        .iter()
+        .map(|s| label(s).chars().count())
+        .fold(22, usize::max);
     println!(
-        "{:<22} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<w$} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "idle state reached", "n", "min us", "p50 us", "p90 us", "p99 us", "max us", "mean us"
     );
     for s in r.by_state.iter().chain([&r.all, &r.active]) {
-        let label = match s.reached.as_str() {
-            "active" => "callee active time".to_string(),
-            "all" => "all wake-ups".to_string(),
-            other => other.to_string(),
-        };
         println!(
-            "{:<22} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-            label, s.n, s.min_us, s.p50_us, s.p90_us, s.p99_us, s.max_us, s.mean_us
+            "{:<w$} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            label(s),
+            s.n,
+            s.min_us,
+            s.p50_us,
+            s.p90_us,
+            s.p99_us,
+            s.max_us,
+            s.mean_us
         );
     }
     println!();
@@ -432,6 +451,8 @@ fn print_wakeup(r: &WakeupReport) {
             "cross-check: cpuidle usage (the state whose count rose between the signal and the callee running) agrees on {a} of {} wake-ups",
             r.all.n
         );
+    } else if r.states.is_empty() {
+        println!("no cross-check: without a cpuidle driver only the tracepoint tells the state");
     } else {
         println!("mixed: entries into more than one state; none: the CPU was not in a cpuidle state at the signal");
     }

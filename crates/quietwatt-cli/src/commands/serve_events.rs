@@ -1,6 +1,8 @@
 //! `serve --events`: each CPU's idle states and wake-ups beside the energy, from
 //! the events module's counters (cpuidle's `usage` and `time`, the
-//! `power:cpu_idle` exits), as counters since the exporter started.
+//! `power:cpu_idle` exits), as counters since the exporter started. A CPU without
+//! a cpuidle driver has its idle entries and time from the BPF program on
+//! `power:cpu_idle` instead, under the kernel's own state numbers.
 
 use crate::exit::Failure;
 use quietwatt::export::prometheus::{IdleSeries, WakeupSeries};
@@ -49,9 +51,22 @@ impl IdleEvents {
     /// Reads the counters: the idle states and wake-ups since the first reading,
     /// or why they could not be read.
     pub fn read(&mut self) -> Result<(Vec<IdleSeries>, Vec<WakeupSeries>), String> {
+        let before = self.now.clone();
         self.counters
             .read(&mut self.now)
             .map_err(|e| e.to_string())?;
+        // Exported counters never go back: the BPF idle time includes the period in
+        // progress, which the program may close a few microseconds earlier than read.
+        for (n, b) in self.now.iter_mut().zip(&before) {
+            *n = (*n).max(*b);
+        }
+        let with_cpuidle: std::collections::BTreeSet<u32> = self
+            .counters
+            .channels()
+            .iter()
+            .filter(|c| matches!(c.event, Event::CpuidleUsage(_)))
+            .map(|c| c.cpu)
+            .collect();
         let mut idle: BTreeMap<(u32, u32), IdleSeries> = BTreeMap::new();
         let mut wakeups: BTreeMap<u32, u64> = BTreeMap::new();
         for ((c, &now), &base) in self
@@ -65,6 +80,12 @@ impl IdleEvents {
             let (state, apply): (u32, fn(&mut IdleSeries, u64)) = match c.event {
                 Event::CpuidleUsage(s) => (s, |i, d| i.entries = d),
                 Event::CpuidleTimeUs(s) => (s, |i, d| i.seconds = d as f64 / 1e6),
+                Event::BpfIdleEnter(s) if !with_cpuidle.contains(&c.cpu) => {
+                    (s, |i, d| i.entries = d)
+                }
+                Event::BpfIdleNs(s) if !with_cpuidle.contains(&c.cpu) => {
+                    (s, |i, d| i.seconds = d as f64 / 1e9)
+                }
                 Event::IdleExit => {
                     *wakeups.entry(c.cpu).or_default() += d;
                     continue;

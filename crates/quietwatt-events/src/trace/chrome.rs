@@ -7,7 +7,8 @@
 //!   <socket>/<domain>` with series `W`;
 //! - process 2 `events`: one counter track per CPU and event, events per second,
 //!   and one per CPU `cpuidle residency cpuN` whose series are the states (percent
-//!   of the window spent in each, from cpuidle `time`);
+//!   of the window spent in each, from cpuidle `time`; on a CPU without a cpuidle
+//!   driver `idle residency cpuN (power:cpu_idle, BPF)`, from the BPF program);
 //! - process 3 `cpus`: one thread per CPU with a complete slice (`"ph":"X"`) per
 //!   idle period and an instant event (`"ph":"i"`, thread scope) per traced fault,
 //!   when the events file holds events recorded one by one (`trace:` rows).
@@ -133,8 +134,10 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
         let k = reads.partition_point(|&x| x < t);
         (k >= 1).then(|| reads[k - 1])
     };
-    // Residency per CPU: all states of one read in one counter event.
+    // Residency per CPU: all states of one read in one counter event; from cpuidle's
+    // `time`, or from the BPF program's nanoseconds on a CPU without cpuidle.
     let mut residency: BTreeMap<(u32, u64), Map<String, Value>> = BTreeMap::new();
+    let mut bpf_residency: BTreeMap<(u32, u64), Map<String, Value>> = BTreeMap::new();
     for r in ev.rows.iter().filter(|r| !r.event.starts_with(TRACED)) {
         let Some(p) = previous(r.t_ns) else { continue };
         let secs = (r.t_ns - p) as f64 / 1e9;
@@ -152,7 +155,16 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
                     .or_default()
                     .insert(format!("{s} {name} %"), json!(r.count as f64 / 1e4 / secs));
             }
-            Some(Event::BpfIdleNs(_)) => {}
+            Some(Event::BpfIdleNs(s)) => {
+                let name = names
+                    .get(&(r.cpu, s))
+                    .cloned()
+                    .unwrap_or_else(|| format!("state{s}"));
+                bpf_residency
+                    .entry((r.cpu, p))
+                    .or_default()
+                    .insert(format!("{s} {name} %"), json!(r.count as f64 / 1e7 / secs));
+            }
             _ => out.push(counter(
                 PID_EVENTS,
                 &format!("cpu{} {} /s", r.cpu, r.event),
@@ -161,6 +173,7 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
             )),
         }
     }
+    let with_cpuidle: std::collections::BTreeSet<u32> = residency.keys().map(|k| k.0).collect();
     for ((cpu, t), series) in residency {
         out.push(counter(
             PID_EVENTS,
@@ -168,6 +181,16 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
             t,
             Value::Object(series),
         ));
+    }
+    for ((cpu, t), series) in bpf_residency {
+        if !with_cpuidle.contains(&cpu) {
+            out.push(counter(
+                PID_EVENTS,
+                &format!("idle residency cpu{cpu} (power:cpu_idle, BPF)"),
+                t,
+                Value::Object(series),
+            ));
+        }
     }
     // Traced rows: slices per idle period, instants per fault.
     let traced: Vec<_> = ev
