@@ -73,16 +73,46 @@ fn a_domain_this_machine_lacks_lists_those_it_has() {
 #[test]
 fn frequencies_out_of_range_are_refused() {
     let m = mount(EmulatorConfig::default());
-    for f in ["0", "-5", "200000", "fast"] {
+    // 1e-20 Hz once panicked (a period of 1e20 s does not fit a Duration).
+    for f in ["0", "-5", "200000", "fast", "1e-20", "1e-400", "0.0001"] {
         let o = quietwatt(m.root(), &["run", "--freq", f, "--", "true"]);
         assert_eq!(code(&o), 2, "--freq {f}: {}", stderr(&o));
+        no_panic(&o);
         assert!(stderr(&o).contains("100000"), "--freq {f}: {}", stderr(&o));
         let o = quietwatt(
             m.root(),
             &["record", "-o", "/dev/null", "--freq", f, "--duration", "1"],
         );
         assert_eq!(code(&o), 2, "record --freq {f}");
+        no_panic(&o);
+        let o = quietwatt(m.root(), &["serve", "--listen", "127.0.0.1:0", "--freq", f]);
+        assert_eq!(code(&o), 2, "serve --freq {f}: {}", stderr(&o));
+        no_panic(&o);
+        let bound = format!("--freq-min={f}");
+        let o = quietwatt(m.root(), &["run", "--freq", "auto", &bound, "--", "true"]);
+        assert_eq!(code(&o), 2, "--freq-min {f}: {}", stderr(&o));
+        no_panic(&o);
+        assert!(stderr(&o).contains("--freq-min"), "{}", stderr(&o));
     }
+}
+
+#[test]
+fn freq_bounds_without_freq_auto_are_refused_with_the_fix() {
+    let m = mount(EmulatorConfig::default());
+    for bound in ["--freq-min", "--freq-max"] {
+        let o = quietwatt(
+            m.root(),
+            &["run", "--freq", "100", bound, "50", "--", "true"],
+        );
+        assert_eq!(code(&o), 2, "{bound}: {}", stderr(&o));
+        assert!(stderr(&o).contains("give --freq auto"), "{}", stderr(&o));
+    }
+    // With auto they bound the rate.
+    let o = quietwatt(
+        m.root(),
+        &["run", "--freq", "auto", "--freq-min", "20", "--", "true"],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
 
 #[test]

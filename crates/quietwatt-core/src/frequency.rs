@@ -8,34 +8,37 @@ use std::time::Duration;
 /// beyond 100 kHz a read costs more than the period.
 pub const MAX_HZ: f64 = 100_000.0;
 
-/// A sampling frequency in hertz, in (0, 100 kHz].
+/// The lowest sampling frequency accepted: one read every 1000 s. Slower reads say
+/// nothing a start and an end read would not, and RAPL counters can wrap between
+/// them at a few hundred watts.
+pub const MIN_HZ: f64 = 0.001;
+
+/// A sampling frequency in hertz, in [1 mHz, 100 kHz].
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 pub struct Hertz(f64);
 
-/// A frequency outside (0, 100 kHz] or not a number.
+/// A frequency outside [1 mHz, 100 kHz] or not a number.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "invalid frequency '{0}': give a number of hertz above 0 and at most 100000 (e.g. 1000 or 2kHz)"
-)]
+#[error("invalid frequency '{0}': give a number of hertz from 0.001 to 100000 (e.g. 1000 or 2kHz)")]
 pub struct InvalidFrequency(pub String);
 
 impl Hertz {
     /// A checked frequency.
     pub fn new(hz: f64) -> Result<Hertz, InvalidFrequency> {
-        if hz.is_finite() && hz > 0.0 && hz <= MAX_HZ {
+        if hz.is_finite() && (MIN_HZ..=MAX_HZ).contains(&hz) {
             Ok(Hertz(hz))
         } else {
             Err(InvalidFrequency(hz.to_string()))
         }
     }
 
-    /// `hz` brought into (0, 100 kHz] (a NaN becomes the maximum): for rates computed
-    /// from rates already checked.
+    /// `hz` brought into [1 mHz, 100 kHz] (a NaN becomes the maximum): for rates
+    /// computed from rates already checked.
     pub fn clamped(hz: f64) -> Hertz {
         if hz.is_nan() {
             return Hertz(MAX_HZ);
         }
-        Hertz(hz.clamp(f64::MIN_POSITIVE, MAX_HZ))
+        Hertz(hz.clamp(MIN_HZ, MAX_HZ))
     }
 
     /// The value in hertz.
@@ -45,7 +48,8 @@ impl Hertz {
 
     /// The sampling period.
     pub fn period(self) -> Duration {
-        Duration::from_secs_f64(1.0 / self.0)
+        // In range by construction; saturating all the same, never a panic.
+        Duration::try_from_secs_f64(1.0 / self.0).unwrap_or(Duration::MAX)
     }
 }
 
@@ -94,8 +98,16 @@ mod tests {
             "0.5".parse::<Hertz>().unwrap().period(),
             Duration::from_secs(2)
         );
-        for bad in ["0", "-1", "100001", "nan", "inf", "fast", ""] {
+        for bad in [
+            "0", "-1", "100001", "nan", "inf", "fast", "", "1e-20", "0.0009", "1e-400",
+        ] {
             assert!(bad.parse::<Hertz>().is_err(), "{bad} accepted");
         }
+        // The slowest rate's period is representable; a clamped tiny rate too.
+        assert_eq!(
+            "0.001".parse::<Hertz>().unwrap().period(),
+            Duration::from_secs(1000)
+        );
+        assert_eq!(Hertz::clamped(1e-300).period(), Duration::from_secs(1000));
     }
 }

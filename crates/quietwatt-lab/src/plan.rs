@@ -344,7 +344,7 @@ impl Plan {
         for &f in &freqs {
             Hertz::new(f).map_err(|_| {
                 ExperimentError::Plan(format!(
-                    "frequency {f}: give a number of hertz above 0 and at most 100000"
+                    "frequency {f}: give a number of hertz from 0.001 to 100000"
                 ))
             })?;
         }

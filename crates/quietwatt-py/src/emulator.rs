@@ -125,21 +125,26 @@ impl Emulator {
         c.domains.dram &= dram;
         c = c.with_counter_bits(counter_bits);
         if let Some(s) = update_interval_s {
-            if !(s.is_finite() && s > 0.0) {
+            let d = Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero() && *d <= Duration::from_secs(3600));
+            let Some(d) = d else {
                 return Err(bad_argument(
                     py,
-                    format!("update_interval_s={s}: give a positive number of seconds"),
+                    format!(
+                        "update_interval_s={s}: give a positive number of seconds, at most 3600"
+                    ),
                 ));
-            }
-            c = c.with_update_interval(Duration::from_secs_f64(s));
+            };
+            c = c.with_update_interval(d);
         }
-        if !(start_offset_s.is_finite() && start_offset_s >= 0.0) {
+        let Ok(offset) = Duration::try_from_secs_f64(start_offset_s) else {
             return Err(bad_argument(
                 py,
                 format!("start_offset_s={start_offset_s}: give seconds of uptime, 0 or more"),
             ));
-        }
-        c.start_offset = Duration::from_secs_f64(start_offset_s);
+        };
+        c.start_offset = offset;
         if let Some(spec) = watts {
             c = c.with_power(spec).map_err(|e| emulator_error(py, e))?;
         }

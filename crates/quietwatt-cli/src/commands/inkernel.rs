@@ -54,7 +54,7 @@ pub fn open(
     let freq = fixed(m, freq)?;
     let drain = Hertz::new(args.drain_hz).map_err(|_| {
         Failure::usage(format!(
-            "invalid --drain-hz {}: give a number of hertz above 0 and at most 100000",
+            "invalid --drain-hz {}: give a number of hertz from 0.001 to 100000",
             args.drain_hz
         ))
     })?;

@@ -65,12 +65,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// default).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplerArgs {
-    /// Lowest rate of `--freq auto` (raised if a counter could wrap unseen).
-    #[arg(long, value_name = "HZ", default_value_t = Hertz::clamped(DEFAULT_MIN_HZ).hz())]
-    freq_min: f64,
-    /// Highest rate of `--freq auto`.
-    #[arg(long, value_name = "HZ", default_value_t = Hertz::clamped(DEFAULT_MAX_HZ).hz())]
-    freq_max: f64,
+    /// Lowest rate of `--freq auto` (raised if a counter could wrap unseen)
+    /// [default: 5]
+    #[arg(long, value_name = "HZ")]
+    freq_min: Option<f64>,
+    /// Highest rate of `--freq auto` [default: 1000]
+    #[arg(long, value_name = "HZ")]
+    freq_max: Option<f64>,
     /// Pin the sampler thread to this CPU [default: the CPU whose perf events or
     /// MSRs are read, where a read costs no inter-processor interrupt; unpinned for
     /// powercap]
@@ -85,16 +86,27 @@ pub struct SamplerArgs {
 impl SamplerArgs {
     /// The engine configuration for `--freq` and these options.
     pub fn config(&self, freq: FreqArg, root: &SysRoot) -> Result<EngineConfig, Failure> {
-        let hz = |name: &str, v: f64| {
+        if let FreqArg::Fixed(f) = freq {
+            if self.freq_min.is_some() || self.freq_max.is_some() {
+                return Err(Failure::usage(format!(
+                    "--freq-min and --freq-max bound --freq auto, but the rate is fixed at {}: give --freq auto, or leave them out",
+                    f.hz()
+                )));
+            }
+        }
+        let hz = |name: &str, v: Option<f64>, default: f64| {
+            let v = v.unwrap_or(Hertz::clamped(default).hz());
             Hertz::new(v).map_err(|_| {
                 Failure::usage(format!(
-                    "invalid {name} {v}: give a number of hertz above 0 and at most 100000"
+                    "invalid {name} {v}: give a number of hertz from {} to {}",
+                    quietwatt::frequency::MIN_HZ,
+                    quietwatt::frequency::MAX_HZ
                 ))
             })
         };
         let (min, max) = (
-            hz("--freq-min", self.freq_min)?,
-            hz("--freq-max", self.freq_max)?,
+            hz("--freq-min", self.freq_min, DEFAULT_MIN_HZ)?,
+            hz("--freq-max", self.freq_max, DEFAULT_MAX_HZ)?,
         );
         if min > max {
             return Err(Failure::usage(format!(

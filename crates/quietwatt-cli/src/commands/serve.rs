@@ -335,7 +335,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let hertz = |flag: &str, v: f64| {
         Hertz::new(v).map_err(|_| {
             Failure::usage(format!(
-                "invalid {flag} {v}: give a number of hertz above 0 and at most 100000"
+                "invalid {flag} {v}: give a number of hertz from 0.001 to 100000"
             ))
         })
     };

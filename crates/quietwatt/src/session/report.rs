@@ -55,7 +55,7 @@ pub struct Report {
 impl Report {
     /// Time between the first and the last reading.
     pub fn duration(&self) -> Duration {
-        Duration::from_secs_f64(self.energy.duration_s.max(0.0))
+        Duration::try_from_secs_f64(self.energy.duration_s).unwrap_or_default()
     }
 
     /// The total without double counting (see [`EnergyReport::total_rule`]);
