@@ -392,3 +392,61 @@ fn a_cpu_model_the_quirk_table_does_not_know_is_measured_with_one_warning() {
     );
     assert!(e.contains("package"), "and measured: {e}");
 }
+
+#[test]
+fn no_output_overwrites_an_input_or_another_output() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("run.csv");
+    let r = rec.to_str().unwrap();
+    let o = quietwatt(m.root(), &["record", "-o", r, "--duration", "0.3"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let before = std::fs::read(&rec).unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&rec, &link).unwrap();
+    let hard = dir.path().join("hard.json");
+    std::fs::hard_link(&rec, &hard).unwrap();
+    let dotted = dir.path().join(".").join("run.csv");
+    for out in [&rec, &link, &hard, &dotted] {
+        let o = quietwatt(m.root(), &["trace", r, "-o", out.to_str().unwrap()]);
+        assert_eq!(code(&o), 2, "trace -o {}: {}", out.display(), stderr(&o));
+        no_panic(&o);
+        assert!(
+            stderr(&o).contains("same file as the input INPUT"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read(&rec).unwrap(),
+            before,
+            "the recording changed"
+        );
+    }
+    // record: the trace or the events file on the recording itself.
+    let other = dir.path().join("other.csv");
+    let x = other.to_str().unwrap();
+    let events = dir.path().join("other.events.csv");
+    for args in [
+        vec!["record", "-o", x, "--duration", "0.2", "--trace", x],
+        vec![
+            "record",
+            "-o",
+            x,
+            "--duration",
+            "0.2",
+            "--events",
+            "faults",
+            "--trace",
+            events.to_str().unwrap(),
+        ],
+    ] {
+        let o = quietwatt(m.root(), &args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("same file"), "{}", stderr(&o));
+        assert!(!other.exists(), "{args:?} wrote before refusing");
+    }
+    // A trace beside the recording is fine.
+    let t = dir.path().join("run.json");
+    let o = quietwatt(m.root(), &["trace", r, "-o", t.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}

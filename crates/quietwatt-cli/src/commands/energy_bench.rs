@@ -154,6 +154,16 @@ impl Args {
 /// Runs the comparison, prints it, exits 0 (or [`REGRESSION`] for the gate).
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     args.check()?;
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        ("--export-json", &args.export_json),
+        ("--export-csv", &args.export_csv),
+        ("--export-markdown", &args.export_markdown),
+        ("--plot", &args.plot),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| Some((f, p.as_deref()?)))
+    .collect();
+    super::distinct_files(&[], &outputs)?;
     let runner = Runner::new(
         env,
         args.mechanism,

@@ -67,6 +67,19 @@ pub struct RecordEventsArgs {
 }
 
 impl RecordEventsArgs {
+    /// The files these options write beside the recording `output`, with the
+    /// flag that names each.
+    pub fn outputs(&self, output: &Path) -> Vec<(&'static str, PathBuf)> {
+        let mut v = Vec::new();
+        if self.events.is_some() {
+            v.push(("the events file", EnergyFile::events_path(output)));
+        }
+        if let Some(t) = &self.trace {
+            v.push(("--trace", t.clone()));
+        }
+        v
+    }
+
     /// Whether events or a trace are asked for: both need the recording in a file.
     pub fn any(&self) -> bool {
         self.events.is_some() || self.trace.is_some()

@@ -25,6 +25,7 @@ pub mod trace;
 use crate::exit::Failure;
 use quietwatt::adaptive::{DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
 use quietwatt::{Domain, EngineConfig, FreqArg, Hertz, Rate, Selection, SysRoot};
+use std::path::Path;
 use std::time::Duration;
 
 /// Parses `--domains package,dram`.
@@ -214,4 +215,29 @@ pub fn add_rate_json(v: &mut serde_json::Value, rate: &quietwatt::Rate) {
             v["freq_auto"] = serde_json::json!({"min_hz": min.hz(), "max_hz": max.hz()})
         }
     }
+}
+
+/// Refuses, before anything runs, an output that would overwrite an input or
+/// another output (the same path, a symlink to it or a hard link): `trace X -o X`
+/// once replaced the recording with its trace. Each entry is a flag's name and its
+/// path; `-` (stdout) and absent paths are left out by the caller.
+pub fn distinct_files(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<(), Failure> {
+    use quietwatt::sink::file::overwrites;
+    for (i, (oflag, out)) in outputs.iter().enumerate() {
+        let others = inputs
+            .iter()
+            .map(|x| (x, "input"))
+            .chain(outputs[i + 1..].iter().map(|x| (x, "output")));
+        for ((flag, other), kind) in others {
+            if overwrites(out, other) {
+                return Err(Failure::usage(format!(
+                    "{oflag} {} is the same file as the {kind} {flag} {}: writing it would destroy \
+                     the {kind}; give {oflag} another path",
+                    out.display(),
+                    other.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -109,6 +109,12 @@ impl Args {
                 ));
             }
         }
+        if !self.to_stdout() {
+            let beside = self.events.outputs(&self.output);
+            let mut outputs = vec![("-o", self.output.as_path())];
+            outputs.extend(beside.iter().map(|(f, p)| (*f, p.as_path())));
+            super::distinct_files(&[], &outputs)?;
+        }
         if self.attribution.attribute.is_some() && self.events.any() {
             return Err(Failure::usage(
                 "--events reads the energy rows back from the file, which --attribute replaces \

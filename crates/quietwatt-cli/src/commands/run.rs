@@ -73,6 +73,20 @@ pub struct Args {
 
 /// Runs the command, prints its energy, exits with its exit code.
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    let inputs: Vec<(&str, &std::path::Path)> = args
+        .model
+        .iter()
+        .map(|p| ("--model", p.as_path()))
+        .collect();
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        ("--export-json", &args.export_json),
+        ("--export-csv", &args.export_csv),
+        ("--export-markdown", &args.export_markdown),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| Some((f, p.as_deref()?)))
+    .collect();
+    super::distinct_files(&inputs, &outputs)?;
     if let Some(runs) = args.repeat {
         if args.attribution.attribute {
             return Err(Failure::usage(

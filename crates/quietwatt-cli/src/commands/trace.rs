@@ -27,6 +27,11 @@ pub fn run(args: Args) -> Result<ExitCode, Failure> {
         let p = EnergyFile::events_path(&args.input);
         p.exists().then_some(p)
     });
+    let mut inputs = vec![("INPUT", args.input.as_path())];
+    if let Some(e) = &events {
+        inputs.push(("--events", e.as_path()));
+    }
+    super::distinct_files(&inputs, &[("-o", args.output.as_path())])?;
     super::events::write_trace(&args.input, events.as_deref(), &args.output)?;
     eprintln!(
         "quietwatt: wrote {} from {}{} (open it in ui.perfetto.dev or chrome://tracing)",

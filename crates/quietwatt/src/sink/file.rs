@@ -12,6 +12,38 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::Path;
 
+/// Whether writing `output` would overwrite the file `other` names: the same
+/// inode once symlinks are followed (the same path, a symlink to it or a hard
+/// link), or, for an output not yet created, the same place once its directory's
+/// symlinks are resolved. Devices, pipes and sockets are never "the same file":
+/// writing two streams to `/dev/null` or a terminal destroys nothing.
+pub fn overwrites(output: &Path, other: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(output), std::fs::metadata(other)) {
+        (Ok(a), Ok(b)) => a.is_file() && a.dev() == b.dev() && a.ino() == b.ino(),
+        // Not created yet (or dangling): compare where each would land.
+        _ => match (resolved(output), resolved(other)) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        },
+    }
+}
+
+/// `path` with its directory's symlinks resolved (the file itself may not exist;
+/// a dangling symlink is followed to where it points).
+fn resolved(path: &Path) -> Option<std::path::PathBuf> {
+    let path = match std::fs::read_link(path) {
+        Ok(target) => path.parent().unwrap_or(Path::new(".")).join(target),
+        Err(_) => path.to_path_buf(),
+    };
+    let name = path.file_name()?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    Some(std::fs::canonicalize(dir).ok()?.join(name))
+}
+
 /// A writable output that can be cut back to a length.
 pub trait Truncate: Write {
     /// Shortens the output to `len` bytes and continues writing there.
@@ -165,6 +197,32 @@ impl<F: Truncate> Write for OutputFile<F> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_output_overwrites_its_input_by_path_symlink_or_hard_link_but_not_a_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.csv");
+        std::fs::write(&input, "x").unwrap();
+        let link = dir.path().join("link.csv");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        let hard = dir.path().join("hard.csv");
+        std::fs::hard_link(&input, &hard).unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let dotted = sub.join("..").join("in.csv");
+        for same in [&input, &link, &hard, &dotted] {
+            assert!(overwrites(same, &input), "{}", same.display());
+        }
+        let other = dir.path().join("out.json");
+        assert!(!overwrites(&other, &input));
+        // Two outputs not yet created at one place.
+        assert!(overwrites(&other, &sub.join("..").join("out.json")));
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink("out.json", &dangling).unwrap();
+        assert!(overwrites(&dangling, &other));
+        let null = Path::new("/dev/null");
+        assert!(!overwrites(null, null));
+    }
     use super::*;
 
     /// A disk with room for `room` bytes that accepts a partial write before failing.
