@@ -359,6 +359,33 @@ fn dash_o_dash_writes_the_recording_to_stdout_as_csv() {
         &["record", "--json", "--duration", "0.1", "-o", "-"],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // A recorded command's own stdout goes to stderr: every stdout line is a row.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "record",
+            "-m",
+            "powercap",
+            "-o",
+            "-",
+            "--",
+            "sh",
+            "-c",
+            "echo hello-from-cmd; sleep 0.3; echo bye-from-cmd",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        !out.contains("from-cmd"),
+        "the command's output is in the rows: {out}"
+    );
+    assert!(csv_rows(&out).len() > 5, "{out}");
+    let err = stderr(&o);
+    assert!(
+        err.contains("hello-from-cmd") && err.contains("bye-from-cmd"),
+        "{err}"
+    );
 }
 
 #[test]

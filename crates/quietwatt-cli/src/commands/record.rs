@@ -54,7 +54,8 @@ pub struct Args {
     attribution: super::attribute::RecordArgs,
     /// A command to run: the recording covers it, from just before its start to
     /// its end, and quietwatt exits with its exit code (signals sent to quietwatt
-    /// are passed on to it, as `run` does).
+    /// are passed on to it, as `run` does). With `-o -` the command's stdout goes
+    /// to stderr, so that stdout holds the recording alone.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
 }
@@ -224,6 +225,18 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     } else {
         let mut cmd = std::process::Command::new(&args.command[0]);
         cmd.args(&args.command[1..]);
+        if args.to_stdout() {
+            // stdout carries the recording: the command's output would be mixed
+            // into its rows. It goes to quietwatt's stderr instead.
+            use std::os::fd::AsFd;
+            let err = std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| {
+                    Failure::new(OUTPUT, format!("cannot pass stderr to the command: {e}"))
+                })?;
+            cmd.stdout(std::process::Stdio::from(err));
+        }
         quietwatt::command::record_command(
             &mut meter,
             sink.as_mut(),
