@@ -132,8 +132,9 @@ pub struct Channel {
     /// What is read (file, device and register), for errors and listings.
     pub origin: PathBuf,
     /// The most the domain can draw as the system states it (the largest powercap
-    /// constraint of the zone), when it states it; `None`: the domain's documented
-    /// default ([`Domain::max_plausible_power`]).
+    /// constraint of the zone, or of its package for a core, uncore or dram zone that
+    /// states none), when it states it; `None`: the domain's documented default
+    /// ([`Domain::max_plausible_power`]).
     pub limit: Option<Watts>,
 }
 

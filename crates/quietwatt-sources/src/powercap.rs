@@ -133,7 +133,8 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<Zone>, Vec<String>)> {
     let amd = crate::cpuinfo::CpuInfo::read(root).is_ok_and(|c| c.vendor.is_amd_like());
     if amd && zones.iter().any(|z| z.id.domain == Domain::Core) {
         notes.push(
-            "AMD: powercap's core zone counts only the lead CPU's core (the kernel reads the per-core              register on one CPU); for all cores read them through the msr or perf mechanism"
+            "AMD: powercap's core zone counts only the lead CPU's core (the kernel reads the per-core \
+             register on one CPU); for all cores read them through the msr or perf mechanism"
                 .into(),
         );
     }
@@ -145,7 +146,31 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<Zone>, Vec<String>)> {
         });
     }
     zones.sort_by_key(|z| z.id);
+    inherit_limits(&mut zones);
     Ok((zones, notes))
+}
+
+/// A zone that states no limit of its own takes its package's (same socket and
+/// die): core and uncore are parts of the package and cannot draw more than it.
+/// DRAM is not part of the package, but on every part RAPL reports it draws well
+/// under it (tens of watts against hundreds), so the package's limit bounds it too,
+/// which is far tighter than a fixed default (a 37.5 W laptop package left a 3 J jump
+/// of its core and an 8 J jump of its DRAM counted as energy). psys covers the whole
+/// platform, more than a package, and keeps its default.
+fn inherit_limits(zones: &mut [Zone]) {
+    let packages: Vec<(DomainId, Watts)> = zones
+        .iter()
+        .filter(|z| z.id.domain == Domain::Package)
+        .filter_map(|z| Some((z.id, z.limit?)))
+        .collect();
+    for z in zones.iter_mut().filter(|z| z.limit.is_none()) {
+        if matches!(z.id.domain, Domain::Core | Domain::Uncore | Domain::Dram) {
+            z.limit = packages
+                .iter()
+                .find(|(p, _)| p.socket == z.id.socket && p.die == z.id.die)
+                .map(|(_, w)| *w);
+        }
+    }
 }
 
 /// The largest power a zone's constraints state: what the platform says the domain
@@ -360,6 +385,38 @@ mod tests {
         pc.read(&mut buf).unwrap();
         assert_eq!(buf, [14, 11]);
         assert_eq!(pc.channels()[0].wrap, Wrap::Modulus(262143328851));
+    }
+
+    #[test]
+    fn core_uncore_and_dram_without_a_limit_take_their_packages() {
+        let dir = tempfile::tempdir().unwrap();
+        let class = dir.path().join("sys/class/powercap");
+        zone(&class, "intel-rapl:0", "package-0", "1\n");
+        std::fs::write(
+            class.join("intel-rapl:0/constraint_0_power_limit_uw"),
+            "37500000\n",
+        )
+        .unwrap();
+        zone(&class, "intel-rapl:0:0", "core", "1\n");
+        zone(&class, "intel-rapl:0:1", "uncore", "1\n");
+        zone(&class, "intel-rapl:0:2", "dram", "1\n");
+        std::fs::write(
+            class.join("intel-rapl:0:2/constraint_0_max_power_uw"),
+            "10000000\n",
+        )
+        .unwrap();
+        zone(&class, "intel-rapl:1", "psys", "1\n");
+        zone(&class, "intel-rapl:2", "package-1", "1\n");
+        zone(&class, "intel-rapl:2:0", "core", "1\n");
+        let (zones, _) = discover(&SysRoot::new(dir.path())).unwrap();
+        let limit = |id: &str| zones.iter().find(|z| z.id.to_string() == id).unwrap().limit;
+        assert_eq!(limit("0/package"), Some(Watts(37.5)));
+        assert_eq!(limit("0/core"), Some(Watts(37.5)));
+        assert_eq!(limit("0/uncore"), Some(Watts(37.5)));
+        // A zone's own limit wins; psys and a package that states none keep defaults.
+        assert_eq!(limit("0/dram"), Some(Watts(10.0)));
+        assert_eq!(limit("0/psys"), None);
+        assert_eq!(limit("1/core"), None);
     }
 
     #[test]

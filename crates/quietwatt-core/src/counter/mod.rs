@@ -131,10 +131,28 @@ impl Plausible {
         }
     }
 
+    /// The slack for the energy a counter holds after a restart: it restarted inside
+    /// the interval, so what it holds was drawn within it; only the counter's own
+    /// update (about 1 ms) and a read's delay after its timestamp widen that. A step
+    /// back to a value above this is a glitch, not a restart (a 0.5 J step back of a
+    /// package counter holding 30 J, read at 100 Hz, was once counted as 30 J drawn).
+    pub const RESET_SLACK: Duration = Duration::from_millis(5);
+
     /// The bound for an interval of `dt_ns`, in steps of `unit` (saturating).
     #[inline]
     fn steps(self, unit: EnergyUnit, dt_ns: u64) -> u64 {
-        let secs = dt_ns as f64 * 1e-9 + self.slack.as_secs_f64();
+        self.steps_with(unit, dt_ns, self.slack)
+    }
+
+    /// The bound on the energy since a restart within an interval of `dt_ns`.
+    #[inline]
+    fn reset_steps(self, unit: EnergyUnit, dt_ns: u64) -> u64 {
+        self.steps_with(unit, dt_ns, self.slack.min(Self::RESET_SLACK))
+    }
+
+    #[inline]
+    fn steps_with(self, unit: EnergyUnit, dt_ns: u64, slack: Duration) -> u64 {
+        let secs = dt_ns as f64 * 1e-9 + slack.as_secs_f64();
         let steps = self.power.0 * secs / unit.joules_per_step();
         if steps >= u64::MAX as f64 {
             u64::MAX
@@ -336,7 +354,8 @@ impl Counter {
         };
         let dt = t_ns.saturating_sub(t_old);
         let bound = self.plausible.steps(self.unit, dt);
-        let (steps, kind) = classify(self.wrap, old, raw, bound);
+        let reset = self.plausible.reset_steps(self.unit, dt);
+        let (steps, kind) = classify(self.wrap, old, raw, bound, reset);
         self.last = Some((raw, t_ns));
         self.intervals += 1;
         match kind {
@@ -443,9 +462,10 @@ impl Counter {
 }
 
 /// What `old -> new` means for a counter with `wrap`, given the plausible advance
-/// `bound` (steps), and how many steps to count.
+/// `bound` and the plausible energy since a restart `reset` (steps), and how many
+/// steps to count.
 #[inline]
-fn classify(wrap: Wrap, old: u64, new: u64, bound: u64) -> (u64, StepKind) {
+fn classify(wrap: Wrap, old: u64, new: u64, bound: u64, reset: u64) -> (u64, StepKind) {
     match wrap {
         Wrap::Modulus(m) => {
             if new >= old {
@@ -457,7 +477,7 @@ fn classify(wrap: Wrap, old: u64, new: u64, bound: u64) -> (u64, StepKind) {
                 }
             } else if m - old + new <= bound {
                 (m - old + new, StepKind::Wrap)
-            } else if new <= bound {
+            } else if new <= reset {
                 // Restarted from 0: the reading is the energy since the restart.
                 (new, StepKind::Reset)
             } else {

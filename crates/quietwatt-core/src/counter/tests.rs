@@ -110,6 +110,35 @@ fn a_restart_from_zero_counts_the_energy_since_the_restart() {
 }
 
 #[test]
+fn a_small_step_back_is_not_taken_for_a_restart() {
+    // A 75 W bound (a 37.5 W package's), read at 100 Hz: a counter holding 30 J that
+    // steps back 0.5 J cannot have restarted (30 J in 10 ms is 3 kW) ...
+    let range = 262_143_328_850u64;
+    let bound = Plausible::at(Watts(75.0));
+    let mut c = Counter::new(Wrap::Modulus(range), EnergyUnit::Microjoule, bound);
+    let k = feed(
+        &mut c,
+        &[
+            (30_000_000, 0),
+            (30_100_000, 10 * MS),
+            (29_600_000, 20 * MS),
+        ],
+    );
+    assert_eq!(k, [StepKind::Forward, StepKind::BackStep]);
+    assert_eq!(c.total_steps(), 100_000);
+    // ... nor one holding 8 J that steps back 2 J (6 J would take 600 W).
+    let mut d = Counter::new(Wrap::Modulus(range), EnergyUnit::Microjoule, bound);
+    let k = feed(&mut d, &[(8_000_000, 0), (6_000_000, 10 * MS)]);
+    assert_eq!(k, [StepKind::BackStep]);
+    assert_eq!(d.total_steps(), 0);
+    // A real restart holds what 10 ms can draw: counted.
+    let mut e = Counter::new(Wrap::Modulus(range), EnergyUnit::Microjoule, bound);
+    let k = feed(&mut e, &[(8_000_000, 0), (200_000, 10 * MS)]);
+    assert_eq!(k, [StepKind::Reset]);
+    assert_eq!(e.total_steps(), 200_000);
+}
+
+#[test]
 fn an_implausible_forward_jump_counts_nothing() {
     let mut c = Counter::new(Wrap::Modulus(1 << 32), EnergyUnit::PowerOfTwo(16), pkg());
     // 10 kJ in 5 ms is 2 MW.
