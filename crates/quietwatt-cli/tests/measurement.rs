@@ -323,8 +323,10 @@ fn perf_refuses_an_emulated_power_pmu_instead_of_opening_a_real_one() {
 
 #[test]
 fn the_default_rate_rises_so_that_small_counters_lose_no_energy() {
-    // An 8 J range at the 150 W bound of dram could wrap every 53 ms: the default
-    // 10 Hz would lose whole turns, so `run` without --freq must read faster.
+    // An 8 J range at the 75 W bound every domain has here (twice the package's
+    // stated 37.5 W, which core, uncore and dram inherit) could wrap every 107 ms:
+    // the default 10 Hz could lose whole turns, so `run` without --freq must read
+    // at least twice a turn (18.75 Hz).
     let c = small_counters(EmulatorConfig::default());
     let m = mount(c);
     let out = quietwatt(
@@ -333,7 +335,7 @@ fn the_default_rate_rises_so_that_small_counters_lose_no_energy() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-    assert!(v["freq_hz"].as_f64().unwrap() > 100.0, "{v}");
+    assert!(v["freq_hz"].as_f64().unwrap() >= 18.7, "{v}");
     let d = &v["domains"][0];
     assert_eq!(d["domain"], "package");
     let served = m.served_powercap(0, Domain::Package);
@@ -485,4 +487,37 @@ fn quietwatt_root_in_the_environment_is_the_root() {
         2,
         "AMD: package and core"
     );
+}
+
+#[test]
+fn a_fixed_rate_that_could_hide_wraps_is_raised_and_said_in_the_json() {
+    // 8 J counters at a stated 37.5 W package limit (75 W plausible): a wrap every
+    // 0.11 s at that power, so 1 Hz would miss whole ranges (it once reported 0.06 J
+    // for 60 J, with the warning on stderr only).
+    let m = mount(small_counters(EmulatorConfig::default()));
+    let out = quietwatt(
+        m.root(),
+        &[
+            "run", "--json", "-m", "powercap", "-d", "package", "-f", "1", "--", "sleep", "1.2",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("JSON");
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("raised from 1 Hz") && warnings.contains("could hide a wrap"),
+        "{v}"
+    );
+    let d = &v["domains"][0];
+    let measured = d["energy_j"].as_f64().unwrap();
+    let served = m
+        .served_record(Served::Powercap, 0, Domain::Package)
+        .energy()
+        .0;
+    let tol = tolerance(served, 20.0);
+    assert!(
+        (measured - served).abs() <= tol,
+        "measured {measured} J, served {served} J"
+    );
+    assert!(d["wraps"].as_u64().unwrap() >= 2, "{v}");
 }

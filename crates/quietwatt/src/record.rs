@@ -376,6 +376,35 @@ pub(crate) fn drive<T>(
     })
 }
 
+/// `rate`, raised when a counter could wrap twice between two reads at it: its
+/// figures would then miss whole ranges unseen (at 1 Hz, counters that turn every
+/// 0.25 s once gave 0.06 J for 60 J). Said in the warnings, which reach the JSON.
+pub fn wrap_safe(meter: &Meter, rate: Hertz, warnings: &mut Vec<String>) -> Hertz {
+    let Some(safe) = meter.max_safe_period() else {
+        return rate;
+    };
+    if rate.period() <= safe {
+        return rate;
+    }
+    let raised = Hertz::clamped(1.0 / safe.as_secs_f64().max(1e-9));
+    let why: Vec<String> = meter.wrap_warnings(rate.period());
+    if raised.period() > safe {
+        warnings.push(format!(
+            "no rate up to {} Hz reads every counter before it can wrap twice; figures may miss whole counter ranges: {}",
+            raised.hz(),
+            why.join("; ")
+        ));
+    } else {
+        warnings.push(format!(
+            "the sampling rate is raised from {} Hz to {:.0} Hz so that no counter can wrap twice between two reads: {}",
+            rate.hz(),
+            raised.hz(),
+            why.join("; ")
+        ));
+    }
+    raised
+}
+
 /// The adaptive rate, when asked for, with its wrap floor; and the rate to start at.
 fn adaptive(
     meter: &Meter,
@@ -383,7 +412,7 @@ fn adaptive(
     warnings: &mut Vec<String>,
 ) -> Result<(Option<Adaptive>, Hertz)> {
     let Rate::Auto { min, max } = config.rate else {
-        return Ok((None, config.rate.max()));
+        return Ok((None, wrap_safe(meter, config.rate.max(), warnings)));
     };
     let floor = meter
         .max_safe_period()

@@ -173,11 +173,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     )?;
     let mut meter = Meter::new(source);
     super::print_notes(&meter);
-    if let Rate::Fixed(f) = config.rate {
-        for w in meter.wrap_warnings(f.period()) {
-            eprintln!("quietwatt: warning: {w}");
-        }
-    }
+    // A fixed rate at which a counter could wrap twice unseen is raised by the
+    // engine, with a warning in the summary and the JSON.
     let mut meta = Metadata::new(meter.label(), &config.rate, &env.root);
     meta.push("emulated", env.is_emulated().to_string());
     meta.push("root", env.root.dir().display().to_string());

@@ -85,9 +85,12 @@ impl<'e> Runner<'e> {
                 .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
             FreqArg::Fixed(Hertz::clamped(floor.clamp(10.0, 10_000.0)))
         });
-        let config = sampler.config(freq, &env.root)?;
+        let mut config = sampler.config(freq, &env.root)?;
         if let Rate::Fixed(f) = config.rate {
-            for w in meter.wrap_warnings(f.period()) {
+            // Raised once here, said once, rather than by the engine at every run.
+            let mut raised = Vec::new();
+            config.rate = Rate::Fixed(quietwatt::record::wrap_safe(&meter, f, &mut raised));
+            for w in raised {
                 eprintln!("quietwatt: warning: {w}");
             }
         }

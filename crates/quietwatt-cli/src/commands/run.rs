@@ -150,11 +150,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             .unwrap_or_else(|| FreqArg::Fixed(default_freq(&meter))),
     };
     let config = args.sampler.config(freq, &env.root)?;
-    if let Rate::Fixed(f) = config.rate {
-        for w in meter.wrap_warnings(f.period()) {
-            eprintln!("quietwatt: warning: {w}");
-        }
-    }
+    // A fixed rate at which a counter could wrap twice unseen is raised by the
+    // engine, with a warning in the summary and the JSON.
     let mut cmd = std::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     crate::signals::install();

@@ -395,13 +395,13 @@ impl Meter {
                 let p = c.plausible_power();
                 period_may_hide_wraps(c.wrap, c.unit, p, period).then(|| {
                     format!(
-                        "{}: its counter can wrap in {:.3} s at {} ({} range{}); a sampling period of {:.3} s could hide a wrap: sample faster",
+                        "{}: its counter can wrap in {} at {} ({} range{}); a sampling period of {} could hide a wrap",
                         c.id,
-                        c.wrap.period_at(c.unit, p).as_secs_f64(),
+                        human_duration(c.wrap.period_at(c.unit, p)),
                         p,
                         c.wrap.range(c.unit),
                         if matches!(c.wrap, Wrap::Perf { .. }) { " of the 32-bit hardware counter behind the perf count" } else { "" },
-                        period.as_secs_f64()
+                        human_duration(period)
                     )
                 })
             })
@@ -723,3 +723,17 @@ fn event_warning(e: &CounterEventReport, c: &Channel) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// A duration with the digits it needs: `250 ms`, `3.2 µs`, `12.5 s`, never `0.000 s`.
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.3} µs", s * 1e6)
+    } else {
+        format!("{} ns", d.as_nanos())
+    }
+}

@@ -87,7 +87,12 @@ fn a_period_that_could_hide_a_wrap_is_warned_about() {
     assert!(meter.wrap_warnings(Duration::from_millis(1)).is_empty());
     let w = meter.wrap_warnings(Duration::from_millis(10));
     assert_eq!(w.len(), 1);
-    assert!(w[0].contains("sample faster"), "{}", w[0]);
+    assert!(
+        w[0].contains("can wrap in 2.000 ms")
+            && w[0].contains("period of 10.000 ms could hide a wrap"),
+        "{}",
+        w[0]
+    );
 }
 
 /// A meter over `ids`, fed with `reads` (µJ counters of a 2^40 range) at `dt_ms`.
