@@ -72,6 +72,37 @@ fn start_stop_reads_what_the_emulator_served_within_the_uncertainty() {
 }
 
 #[test]
+fn a_session_without_a_rate_is_exact_over_many_wraps() {
+    // 8 J counters (19 bits of 2^-16 J) under a 20 W package: three wraps in 1.2 s.
+    // Read only at its two ends, a session once lost every whole turn between them
+    // (5 J for a 1 s region at 20 W); its guard now reads once per safe period.
+    let m = mount(EmulatorConfig::default().with_counter_bits(19).with_esu(16));
+    let s = Session::start(
+        config(&m)
+            .mechanism(Mechanism::Powercap)
+            .domains(Selection::only(vec![Domain::Package])),
+    )
+    .unwrap();
+    assert_eq!(s.rate(), None);
+    sleep(Duration::from_millis(1200));
+    let r = s.stop().unwrap();
+    let (id, d) = r.domains().next().unwrap();
+    let served = m.served(Served::Powercap, id.socket.0, id.domain);
+    assert!(
+        served > 16.0,
+        "the emulator served {served} J: not two turns"
+    );
+    assert!(
+        (d.energy_j.0 - served).abs() <= d.uncertainty_j.0,
+        "{id}: measured {} ± {} J, the emulator served {served} J",
+        d.energy_j.0,
+        d.uncertainty_j.0
+    );
+    assert!(d.wraps >= 2, "{d:?}");
+    assert!(r.energy.warnings.is_empty(), "{:?}", r.energy.warnings);
+}
+
+#[test]
 fn measure_runs_the_closure_and_reports_in_the_shape_of_run_json() {
     let m = mount(EmulatorConfig::default());
     let (value, r) = quietwatt::measure(config(&m), || 6 * 7).unwrap();

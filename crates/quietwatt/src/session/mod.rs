@@ -3,9 +3,12 @@
 //!
 //! Two modes, chosen by [`SessionConfig::rate`]:
 //! - no rate: the counters are read at [`Session::start`], at [`Session::stop`], and
-//!   whenever a snapshot or window asks. No thread, nothing running in between:
-//!   the cheapest way to measure, exact as long as no counter can wrap twice
-//!   between two readings (a warning says when a gap was that long).
+//!   whenever a snapshot or window asks, and by a guard thread twice per safe
+//!   period (half the time a counter takes to turn once at its domain's highest
+//!   plausible power: every half minute or more on real RAPL counters), so that a
+//!   region of any length is exact without choosing a rate (see `guard`). No
+//!   samples are kept: the cheapest way to measure. A warning says when a gap was
+//!   longer all the same (a host that stalled the guard).
 //! - a rate: a sampler thread reads the counters in the background, so that a long
 //!   region is guarded against wraps, and the readings are kept as
 //!   [`SampleRow`]s in a buffer of fixed size. The thread is stopped and joined by
@@ -33,6 +36,7 @@
 //! not give.
 
 mod engine;
+mod guard;
 mod report;
 mod samples;
 
@@ -49,6 +53,7 @@ use crate::source::inkernel::{self, DEFAULT_DRAIN_HZ};
 use crate::source::{self, Mechanism, Mode, Selection, Source};
 use crate::ticker::{Hertz, TimerFd};
 use engine::{SamplerEnd, Shared, State};
+use guard::{Guard, Polled};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -151,8 +156,11 @@ pub struct Session {
     rate: Option<Hertz>,
     /// How the background thread reads ([`Mode::Polled`] without one).
     mode: Mode,
-    /// Without a rate, the source is read here, on the caller's thread.
-    polled: Option<Mutex<Box<dyn Source>>>,
+    /// Without a rate, the source is read here, on the caller's thread, and by the
+    /// wrap guard.
+    polled: Option<Polled>,
+    /// Without a rate, the thread that reads once per safe period (see [`guard`]).
+    guard: Option<Guard>,
     /// With a rate, the sampler thread, which owns the source.
     sampler: Option<JoinHandle<SamplerEnd>>,
     /// Said while starting (sampler placement, a rate too slow for the counters).
@@ -258,13 +266,35 @@ impl Session {
         let mut state = State::new(meter, rows, inbox);
         state.feed(t, &raw, 0, 0)?;
         let shared = Arc::new(Shared::new(state, timer));
-        let (polled, sampler) = match (rate, outbox) {
+        let (polled, sampler, guard) = match (rate, outbox) {
             (Some(f), Some(outbox)) => {
                 let (handle, w) = engine::spawn(Arc::clone(&shared), source, outbox, f, t, raw)?;
                 notes.extend(w);
-                (None, Some(handle))
+                (None, Some(handle), None)
             }
-            _ => (Some(Mutex::new(source)), None),
+            _ => {
+                let polled: Polled = Arc::new(Mutex::new(source));
+                // Without a rate the caller reads at its start and end only: the
+                // guard reads in between, once per safe period, so that no counter
+                // can wrap twice unseen however long the region.
+                let guard = match safe_gap {
+                    Some(gap) => Some(
+                        // Half the safe gap: a late wake-up stays within it.
+                        Guard::spawn(
+                            Arc::clone(&polled),
+                            Arc::clone(&shared),
+                            channels.len(),
+                            gap / 2,
+                        )
+                        .map_err(|source| Error::Setup {
+                            step: SetupStep::Thread("quietwatt-guard"),
+                            source,
+                        })?,
+                    ),
+                    None => None,
+                };
+                (Some(polled), None, guard)
+            }
         };
         Ok(Session {
             shared,
@@ -273,6 +303,7 @@ impl Session {
             rate,
             mode,
             polled,
+            guard,
             sampler,
             notes,
             safe_gap,
@@ -391,9 +422,11 @@ impl Session {
     /// thread owned them and closed them: `None`).
     pub fn stop_reusable(mut self) -> Result<(Report, Option<Box<dyn Source>>)> {
         let (report, _) = self.finish()?;
+        // The guard is joined: the session holds the only reference.
         let source = self
             .polled
             .take()
+            .and_then(|a| Arc::try_unwrap(a).ok())
             .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
         Ok((report, source))
     }
@@ -407,6 +440,9 @@ impl Session {
 
     /// The last reading, the thread joined, the final report and rows.
     fn finish(&mut self) -> Result<(Report, Vec<SampleRow>)> {
+        if let Some(g) = self.guard.take() {
+            g.stop();
+        }
         self.read_now()?;
         let end = self.join();
         let mut st = self.state();
@@ -509,6 +545,9 @@ impl Session {
 impl Drop for Session {
     /// Stops and joins the sampler thread of a session that was not stopped.
     fn drop(&mut self) {
+        if let Some(g) = self.guard.take() {
+            g.stop();
+        }
         self.join();
     }
 }
