@@ -525,6 +525,60 @@ fn malformed_and_silent_clients_do_not_affect_the_next_scrape() {
 }
 
 #[test]
+fn idle_and_trickling_clients_do_not_starve_the_scrapes() {
+    // 200 connections that send nothing and 50 that send a byte a second: before,
+    // 8 workers blocked on them for 5 s each and a queue of 64 made a real scrape
+    // take 8.5 s, time out or get a 503. The head reader now waits on them all at
+    // once; the workers see only complete requests.
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(m.root(), &["-d", "package"]);
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = server.addr;
+    let tricklers: Vec<_> = (0..50)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).expect("connect");
+                for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n" {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed)
+                        || s.write_all(&[*b]).is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let t = Instant::now();
+        let r = server.scrape();
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("quietwatt_energy_joules_total{"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("slowest of 10 scrapes beside 200 idle and 50 trickling clients: {slowest:?}");
+    // Bounded, not timed: a loaded host can delay a reply, never by a client's 5 s.
+    assert!(
+        slowest < Duration::from_secs(4),
+        "a scrape took {slowest:?}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(idle);
+    for t in tricklers {
+        let _ = t.join();
+    }
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+}
+
+#[test]
 fn a_vanished_counter_is_marked_and_the_others_still_served() {
     let config = EmulatorConfig::default().with_fault("vanish:0/dram@1s".parse().unwrap());
     let m = mount(config);

@@ -1,15 +1,22 @@
-//! `quietwatt serve`'s HTTP side: an acceptor and a fixed pool of workers fed
-//! through a bounded queue, each connection with read and write timeouts; GET and
-//! HEAD of `/metrics` (and `/`), content negotiation between the Prometheus text
-//! format and OpenMetrics, optional basic auth compared in constant time. See
+//! `quietwatt serve`'s HTTP side: one thread that accepts connections and reads
+//! their request heads without blocking (`poll(2)` over every connection still
+//! sending its head), and a fixed pool of workers that only ever get complete
+//! requests, through a bounded queue. A client that connects and sends nothing, or
+//! a byte a second, holds a few hundred bytes of the reader's memory until its
+//! head deadline, never a worker: before, 8 such clients (or ~70 idle connections
+//! queued behind them) made a real scrape wait 8.5 s, time out or get a 503. GET
+//! and HEAD of `/metrics` (and `/`), content negotiation between the Prometheus
+//! text format and OpenMetrics, optional basic auth compared in constant time. See
 //! `serve.rs` for why this small HTTP/1.x subset is written here.
 
 use crate::exit::Failure;
 use quietwatt::export::prometheus::{render, Exposition, ExpositionFormat};
-use std::io::{Read, Write};
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -21,12 +28,18 @@ pub(super) struct Published {
 }
 
 /// HTTP workers; a scrape is a copy and a render, so few are enough.
-const WORKERS: usize = 8;
-/// Connections accepted and waiting for a worker; beyond, refused with a 503.
+const WORKERS: usize = 4;
+/// Complete requests waiting for a worker; beyond, answered 503 at once.
 const QUEUE: usize = 64;
-/// The most a request's head may take to arrive, and its largest size.
+/// The most a request's head may take to arrive (from the connection's accept),
+/// and its largest size.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 const MAX_HEAD: usize = 8192;
+/// Connections still sending their heads; beyond, the oldest is closed to make
+/// room (a real scraper sends its head at once, so it is never the oldest for long).
+const MAX_PENDING: usize = 1024;
+/// How long a worker may take to write a reply to a client that does not read.
+const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Standard base64 with padding (RFC 4648), for the basic auth header.
 pub(super) fn base64(data: &[u8]) -> String {
@@ -50,12 +63,61 @@ pub(super) fn base64(data: &[u8]) -> String {
     s
 }
 
-/// The acceptor and the workers.
+/// A connection whose head is still arriving.
+struct Pending {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    deadline: Instant,
+}
+
+/// What became of a pending connection after a read.
+enum Progress {
+    Waiting,
+    Done(String),
+    Closed,
+}
+
+impl Pending {
+    /// Reads what has arrived, without blocking.
+    fn read(&mut self) -> Progress {
+        let mut chunk = [0u8; 1024];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Progress::Closed,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Progress::Waiting,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return Progress::Closed,
+            }
+            if let Some(end) = find_end(&self.buf) {
+                self.buf.truncate(end);
+                return Progress::Done(String::from_utf8_lossy(&self.buf).into_owned());
+            }
+            if self.buf.len() > MAX_HEAD {
+                let _ = self.stream.set_nonblocking(false);
+                let _ = self
+                    .stream
+                    .set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = self.stream.write_all(&response(
+                    431,
+                    "text/plain",
+                    "request too large\n",
+                    &[],
+                    false,
+                ));
+                return Progress::Closed;
+            }
+        }
+    }
+}
+
+/// The acceptor and head reader, and the workers.
 pub(super) fn start_http(listener: TcpListener, published: Arc<Published>) -> Result<(), Failure> {
-    let (tx, rx) = sync_channel::<TcpStream>(QUEUE);
+    let (tx, rx) = sync_channel::<(TcpStream, String)>(QUEUE);
     let rx = Arc::new(Mutex::new(rx));
     let spawn_err =
         |e: std::io::Error| Failure::new(1, format!("cannot start the HTTP threads: {e}"));
+    listener.set_nonblocking(true).map_err(spawn_err)?;
     for i in 0..WORKERS {
         let rx = Arc::clone(&rx);
         let p = Arc::clone(&published);
@@ -66,45 +128,121 @@ pub(super) fn start_http(listener: TcpListener, published: Arc<Published>) -> Re
     }
     std::thread::Builder::new()
         .name("quietwatt-accept".into())
-        .spawn(move || loop {
-            match listener.accept() {
-                Ok((stream, _)) => match tx.try_send(stream) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(mut s)) => {
-                        let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
-                        let _ = s.write_all(&response(503, "text/plain", "busy\n", &[], false));
-                    }
-                    Err(TrySendError::Disconnected(_)) => return,
-                },
-                // EINTR from a signal, a client gone before accept, no descriptor
-                // left: none ends the server.
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        })
+        .spawn(move || reader(&listener, &tx))
         .map_err(spawn_err)?;
     Ok(())
 }
 
-fn worker(rx: &Mutex<Receiver<TcpStream>>, published: &Published) {
+/// Accepts connections and reads their heads as they arrive; hands each complete
+/// request to the workers. Never blocks on one client.
+fn reader(listener: &TcpListener, tx: &SyncSender<(TcpStream, String)>) {
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut fds: Vec<libc::pollfd> = Vec::new();
     loop {
-        let stream = {
+        let now = Instant::now();
+        // Heads that did not arrive in time: closed without an answer.
+        pending.retain(|p| p.deadline > now);
+        let wait = pending
+            .iter()
+            .map(|p| p.deadline.saturating_duration_since(now))
+            .min()
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_secs(1));
+        fds.clear();
+        fds.push(libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        fds.extend(pending.iter().map(|p| libc::pollfd {
+            fd: p.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n <= 0 {
+            continue; // a timeout (deadlines are swept above) or EINTR
+        }
+        // The pending connections first (their indices are fds[1..]), then the
+        // new ones, so that the indices still match.
+        let mut ready = fds[1..].iter().map(|f| f.revents != 0);
+        pending.retain_mut(|p| {
+            if !ready.next().unwrap_or(false) {
+                return true;
+            }
+            match p.read() {
+                Progress::Waiting => true,
+                Progress::Closed => false,
+                Progress::Done(head) => {
+                    dispatch(tx, &p.stream, head);
+                    false
+                }
+            }
+        });
+        if fds[0].revents != 0 {
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        if stream.set_nonblocking(true).is_err() {
+                            continue;
+                        }
+                        if pending.len() >= MAX_PENDING {
+                            pending.pop_front();
+                        }
+                        pending.push_back(Pending {
+                            stream,
+                            buf: Vec::new(),
+                            deadline: Instant::now() + REQUEST_DEADLINE,
+                        });
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    // A client gone before accept, no descriptor left: none ends
+                    // the server; the pending heads go on being read.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// Hands a complete request to a worker, or answers 503 when every worker is
+/// behind a full queue.
+fn dispatch(tx: &SyncSender<(TcpStream, String)>, stream: &TcpStream, head: String) {
+    let Ok(stream) = stream.try_clone() else {
+        return;
+    };
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
+    match tx.try_send((stream, head)) {
+        Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+        Err(TrySendError::Full((mut s, _))) => {
+            let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = s.write_all(&response(503, "text/plain", "busy\n", &[], false));
+        }
+    }
+}
+
+fn worker(rx: &Mutex<Receiver<(TcpStream, String)>>, published: &Published) {
+    loop {
+        let (stream, head) = {
             let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
             match rx.recv() {
                 Ok(s) => s,
                 Err(_) => return,
             }
         };
-        serve_one(stream, published);
+        serve_one(stream, &head, published);
     }
 }
 
-/// One request on one connection, then close.
-fn serve_one(mut stream: TcpStream, published: &Published) {
-    let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
-    let Some(head) = read_head(&mut stream) else {
-        return;
-    };
-    let reply = match handle(&head, published) {
+/// Answers one request on one connection, then closes it.
+fn serve_one(mut stream: TcpStream, head: &str, published: &Published) {
+    let _ = stream.set_write_timeout(Some(WRITE_DEADLINE));
+    let reply = match handle(head, published) {
         Some((status, ctype, body, extra, head_only)) => {
             response(status, ctype, &body, &extra, head_only)
         }
@@ -113,42 +251,6 @@ fn serve_one(mut stream: TcpStream, published: &Published) {
     let _ = stream.write_all(&reply);
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
-}
-
-/// The request's head, or `None` when the client sent nothing usable in time
-/// (the connection is then closed without an answer, or with a 400 for garbage).
-fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        if stream
-            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .is_err()
-        {
-            return None;
-        }
-        let n = match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = find_end(&buf) {
-            buf.truncate(end);
-            return Some(String::from_utf8_lossy(&buf).into_owned());
-        }
-        if buf.len() > MAX_HEAD {
-            let _ = stream.write_all(&response(
-                431,
-                "text/plain",
-                "request too large\n",
-                &[],
-                false,
-            ));
-            return None;
-        }
-    }
 }
 
 fn find_end(buf: &[u8]) -> Option<usize> {
