@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::mount;
+use common::{mount, quietwatt, stderr};
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Mechanism as Served};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,10 +26,14 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
+        Server::start_on(root, "127.0.0.1:0", extra)
+    }
+
+    fn start_on(root: &Path, listen: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
             .arg("--root")
             .arg(root)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(extra)
             .env_remove("QUIETWATT_ROOT")
             .stdout(Stdio::null())
@@ -727,6 +731,19 @@ fn the_buffered_path_exports_the_clocks_energy_and_wakes_about_once_a_second() {
         let how = format!("({m} at 200 Hz in the kernel, collected every 1.000 s, package;");
         assert!(log.contains(&how), "{log}");
     }
+}
+
+#[test]
+fn listen_takes_a_host_name() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start_on(m.root(), "localhost:0", &["-d", "package"]);
+    assert!(server.addr.ip().is_loopback(), "{}", server.addr);
+    assert_eq!(server.scrape().status, 200);
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status}: {log}");
+    let o = quietwatt(m.root(), &["serve", "--listen", "localhost"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("give ADDR:PORT"), "{}", stderr(&o));
 }
 
 #[test]

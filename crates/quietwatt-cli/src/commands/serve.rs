@@ -54,8 +54,9 @@ const RETRY: Duration = Duration::from_secs(10);
 pub struct Args {
     /// Address and port to serve /metrics on; port 0 picks a free one (printed on
     /// stderr). Loopback by default: expose it wider only behind auth or a proxy.
+    /// A host name is resolved (`localhost:9885`) and the first address bound.
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
-    listen: SocketAddr,
+    listen: String,
     /// Mechanism to read. Default: the best polled one that works here (perf,
     /// powercap or msr) and, when it is perf, those events sampled in the kernel
     /// instead where that works (ebpf, else perf-ring: about one wake-up a second).
@@ -412,9 +413,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let listener = TcpListener::bind(args.listen)
+    let listen = resolve_listen(&args.listen)?;
+    let listener = TcpListener::bind(listen)
         .map_err(|e| Failure::new(USAGE, format!("cannot listen on {}: {e}", args.listen)))?;
-    let addr = listener.local_addr().unwrap_or(args.listen);
+    let addr = listener.local_addr().unwrap_or(listen);
     let mut totals = (0u64, 0u64);
     let published = Arc::new(Published {
         exposition: RwLock::new(Arc::new(refresh(
@@ -531,6 +533,21 @@ fn wait_for_stop(set: &libc::sigset_t, timeout: Duration) -> bool {
     let sig = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
     // -1: the timeout (EAGAIN), or another signal's handler ran (EINTR).
     sig > 0
+}
+
+/// `--listen`'s address: `ADDR:PORT`, `[v6]:PORT` or `HOST:PORT` (resolved; the
+/// first address is bound).
+fn resolve_listen(listen: &str) -> Result<SocketAddr, Failure> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| {
+        Failure::usage(format!(
+            "--listen {listen}: {why}; give ADDR:PORT, e.g. 127.0.0.1:9885, [::1]:9885 or localhost:9885"
+        ))
+    };
+    let mut addrs = listen.to_socket_addrs().map_err(|e| bad(e.to_string()))?;
+    addrs
+        .next()
+        .ok_or_else(|| bad("the name resolves to no address".into()))
 }
 
 /// Reads `user:password` from the first line of `path`; the expected

@@ -299,7 +299,16 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
         }
     };
     if let Some(expected) = &published.auth {
-        if !authorization.is_some_and(|a| constant_time_eq(a.as_bytes(), expected.as_bytes())) {
+        // The scheme is case-insensitive (RFC 7235: `basic` is `Basic`); the
+        // credentials are compared in constant time.
+        let same = |a: &str| match (a.split_once(' '), expected.split_once(' ')) {
+            (Some((scheme, cred)), Some((want_scheme, want))) => {
+                scheme.eq_ignore_ascii_case(want_scheme)
+                    && constant_time_eq(cred.trim_start().as_bytes(), want.as_bytes())
+            }
+            _ => false,
+        };
+        if !authorization.is_some_and(same) {
             return Some((
                 401,
                 "text/plain",
@@ -419,6 +428,11 @@ mod tests {
         assert!(handle("GET /metrics HTTP/1.1\r\nno colon", &p).is_none());
         assert_eq!(handle("GET /metrics HTTP/1.1", &p).unwrap().0, 401);
         let ok = handle("GET /metrics HTTP/1.1\r\nAuthorization: Basic dTpw", &p).unwrap();
+        assert_eq!(ok.0, 200);
+        let lower = handle("GET /metrics HTTP/1.1\r\nAuthorization: basic dTpw", &p).unwrap();
+        assert_eq!(lower.0, 200, "the scheme is case-insensitive");
+        let wrong = handle("GET /metrics HTTP/1.1\r\nAuthorization: basic dTpx", &p).unwrap();
+        assert_eq!(wrong.0, 401);
         assert_eq!(ok.0, 200);
         assert_eq!(handle("POST /metrics HTTP/1.1", &p).unwrap().0, 405);
         assert_eq!(
