@@ -272,6 +272,58 @@ fn trace_refuses_a_file_that_is_not_a_recording() {
         "{}",
         stderr(&o)
     );
+    // A NaN energy is a bad row, named with its line (it once went into the trace
+    // as null); bytes that are neither text nor Parquet are a bad file (exit 2, not
+    // an I/O error); neither says "this is a bug".
+    let nan = dir.path().join("nan.csv");
+    std::fs::write(
+        &nan,
+        "timestamp_ns,socket,domain,energy_j,power_w,missed,merged,freq_hz,counter\n\
+         1000,0,package,0.1,10.0,0,0,100,\n2000,0,package,nan,10.0,0,0,100,\n",
+    )
+    .unwrap();
+    let junk = dir.path().join("junk.parquet");
+    std::fs::write(&junk, [0xffu8, 0xfe, 0x00, 0x80, 0x12, 0x34]).unwrap();
+    for (file, says) in [(&nan, "nan.csv:3"), (&junk, "neither Parquet")] {
+        let o = quietwatt(
+            dir.path(),
+            &["trace", file.to_str().unwrap(), "-o", "/dev/null"],
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("bug"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_csv_trace_keeps_every_channel_line_of_the_header() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.csv");
+    let o = quietwatt(
+        m.root(),
+        &["record", "-o", rec.to_str().unwrap(), "--duration", "0.2"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = dir.path().join("t.json");
+    let o = quietwatt(
+        m.root(),
+        &["trace", rec.to_str().unwrap(), "-o", t.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = read_json(&t);
+    let channels = v["otherData"]["channel"]
+        .as_array()
+        .expect("an array of channels");
+    let header = std::fs::read_to_string(&rec).unwrap();
+    assert_eq!(
+        channels.len(),
+        header
+            .lines()
+            .filter(|l| l.starts_with("# channel:"))
+            .count()
+    );
+    assert!(channels.len() >= 2, "{channels:?}");
 }
 
 #[test]

@@ -100,8 +100,19 @@ pub fn convert(energy: &EnergyFile, events: Option<&EventsFile>) -> Value {
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
     });
     let mut other = Map::new();
+    // A key a CSV header repeats (`# channel:`, one per counter) keeps every value,
+    // as an array, as the Parquet and JSON Lines metadata do.
     for (k, v) in &energy.meta {
-        other.insert(k.clone(), Value::from(v.as_str()));
+        match other.get_mut(k) {
+            None => {
+                other.insert(k.clone(), Value::from(v.as_str()));
+            }
+            Some(Value::Array(a)) => a.push(Value::from(v.as_str())),
+            Some(first) => {
+                let was = first.take();
+                *first = Value::Array(vec![was, Value::from(v.as_str())]);
+            }
+        }
     }
     other.insert(
         "converted_by".into(),

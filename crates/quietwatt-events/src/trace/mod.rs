@@ -92,10 +92,24 @@ pub struct EventsFile {
 }
 
 fn read(path: &Path) -> Result<String, TraceError> {
-    std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
         path: path.to_path_buf(),
         source,
+    })?;
+    // Neither Parquet (no magic) nor text: a format error, not an I/O one.
+    String::from_utf8(bytes).map_err(|e| TraceError::Format {
+        path: path.to_path_buf(),
+        line: 0,
+        why: format!(
+            "not a quietwatt recording: neither Parquet (no PAR1 magic) nor text (byte {} is not UTF-8)",
+            e.utf8_error().valid_up_to()
+        ),
     })
+}
+
+/// A number that must be finite (a recording never holds NaN or infinities).
+fn finite(s: &str) -> Option<f64> {
+    s.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
 /// The text up to its last newline, and what follows it when that is not empty (a
@@ -190,12 +204,17 @@ impl EnergyFile {
                     t_ns: c.first()?.parse().ok()?,
                     socket: c.get(1)?.parse().ok()?,
                     domain: c.get(2)?.to_string(),
-                    energy_j: c.get(3)?.parse().ok()?,
-                    power_w: c.get(4)?.parse().ok()?,
+                    energy_j: finite(c.get(3)?)?,
+                    power_w: finite(c.get(4)?)?,
                 })
             })();
             f.rows
-                .push(parsed.ok_or_else(|| bad(i + 1, format!("not an energy row: {l:?}")))?);
+                .push(parsed.ok_or_else(|| {
+                    bad(
+                        i + 1,
+                        format!("not an energy row (timestamp, socket, domain, finite energy_j and power_w): {l:?}"),
+                    )
+                })?);
         }
         if !header {
             return Err(bad(1, "no header line: not a quietwatt energy CSV".into()));
