@@ -20,6 +20,19 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 /// Raised by SIGINT, SIGTERM or SIGHUP.
 pub static STOP: AtomicBool = AtomicBool::new(false);
 
+/// The last of those signals received (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// The exit status of a process stopped by the signal received, as a shell reports
+/// one killed by it: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for
+/// SIGHUP); 130 when none was recorded.
+pub fn stopped_status() -> u8 {
+    match SIGNAL.load(Ordering::Relaxed) {
+        s @ 1..=64 => 128 + s as u8,
+        _ => 130,
+    }
+}
+
 /// The running command's process id while it may be signalled; 0 otherwise.
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
@@ -34,6 +47,7 @@ const SI_KERNEL: libc::c_int = 0x80;
 
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     STOP.store(true, Ordering::Relaxed);
+    SIGNAL.store(sig, Ordering::Relaxed);
     // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t.
     let from_terminal = !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL;
     if from_terminal {

@@ -636,3 +636,129 @@ fn help_texts_name_no_internals_and_the_global_options_once() {
         .unwrap();
     assert!(stderr(&o).contains("<not supported>"), "{}", stderr(&o));
 }
+
+/// Spawns quietwatt with `args` in `dir`, waits for a `sleep` among its
+/// descendants (the run the signal will cut), sends SIGTERM.
+fn signal_series(root: &Path, dir: &Path, args: &[&str]) -> Output {
+    let child = qw(root)
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_descendant(child.id(), "sleep");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sigterm_during_run_repeat_or_compare_summarises_and_exports_the_whole_runs() {
+    // Each run appends a line to `count`; from the 3rd run of `run -r` (the 5th of
+    // `compare`, in its 3rd round) the command sleeps, and the signal comes then.
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let slow_from =
+        |n: u32| format!("echo >> count; if [ $(wc -l < count) -ge {n} ]; then exec sleep 30; fi");
+    let cmd = slow_from(3);
+    let o = signal_series(
+        m.root(),
+        dir.path(),
+        &[
+            "run",
+            "-m",
+            "powercap",
+            "-r",
+            "10",
+            "--export-json",
+            "r.json",
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("summarising the 2 whole run(s) of 10"),
+        "{err}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(v["runs"], 2, "{v}");
+    assert_eq!(v["interrupted"]["exit_status"], 143, "{v}");
+    assert_eq!(v["per_run"].as_array().unwrap().len(), 2, "{v}");
+
+    std::fs::remove_file(dir.path().join("count")).unwrap();
+    let cmd = slow_from(5);
+    let o = signal_series(
+        m.root(),
+        dir.path(),
+        &[
+            "compare",
+            "-m",
+            "powercap",
+            "--runs",
+            "10",
+            "--export-json",
+            "c.json",
+            &cmd,
+            &cmd,
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("comparing the 2 whole round(s) of 10"),
+        "{err}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("c.json")).unwrap()).unwrap();
+    assert_eq!(v["runs"], 2, "{v}");
+    for c in v["commands"].as_array().unwrap() {
+        assert_eq!(c["per_run"].as_array().unwrap().len(), 2, "{v}");
+    }
+}
+
+#[test]
+fn an_unwritable_export_is_refused_before_any_run() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let cmd = format!("touch {}", marker.display());
+    // A directory where the file should go.
+    let here = dir.path().display().to_string();
+    for args in [
+        vec![
+            "run",
+            "-r",
+            "2",
+            "--export-json",
+            "/nonexistent/r.json",
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+        vec![
+            "compare",
+            "--runs",
+            "2",
+            "--export-csv",
+            &here,
+            &cmd,
+            &cmd,
+        ],
+    ] {
+        let o = quietwatt(m.root(), &args);
+        assert_eq!(o.status.code(), Some(74), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("before the runs start"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!marker.exists(), "{args:?} ran the command first");
+    }
+}

@@ -164,6 +164,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     .filter_map(|(f, p)| Some((f, p.as_deref()?)))
     .collect();
     super::distinct_files(&[], &outputs)?;
+    for (flag, p) in &outputs {
+        super::exports::check_writable(flag, p)?;
+    }
     let runner = Runner::new(
         env,
         args.mechanism,
@@ -201,7 +204,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut rng = XorShift::new(args.seed);
     let mut order: Vec<usize> = (0..k).collect();
     let bar = super::exports::progress(u64::from(args.runs) * k as u64, args.json);
-    for round in 0..args.runs {
+    // Rounds measured whole (all of them unless a signal cut the series short).
+    let mut rounds = args.runs;
+    'rounds: for round in 0..args.runs {
         // Fisher-Yates: a fresh order each round.
         for j in (1..k).rev() {
             order.swap(j, rng.below(j + 1));
@@ -212,8 +217,21 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             let r = runner.measure(&mut args.command(i))?;
             bar.inc(1);
             if stopped() {
-                bar.abandon();
-                return Err(interrupted());
+                // As perf stat -r: the round the signal cut is left out (every
+                // command keeps as many runs), the whole rounds are summarised.
+                bar.finish_and_clear();
+                if round == 0 {
+                    return Err(interrupted());
+                }
+                for r in &mut runs {
+                    r.truncate(round as usize);
+                }
+                eprintln!(
+                    "quietwatt: interrupted: comparing the {round} whole round(s) of {} (the round cut short is left out)",
+                    args.runs
+                );
+                rounds = round;
+                break 'rounds;
             }
             let code = r.exit_code;
             runs[i].push(r);
@@ -264,7 +282,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut v = serde_json::json!({
         "mechanism": runner.mechanism_name,
         "emulated": env.is_emulated(),
-        "runs": args.runs,
+        "runs": rounds,
         "warmup": args.warmup,
         "shell": args.shell,
         "order": format!("interleaved: each round runs every command once, in an order shuffled with seed {}", args.seed),
@@ -290,6 +308,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         })).collect::<Vec<_>>(),
     });
     crate::schema::stamp(&mut v, "bench-energy");
+    if rounds < args.runs {
+        v["interrupted"] = serde_json::json!({
+            "exit_status": crate::signals::stopped_status(),
+            "runs_asked": args.runs,
+        });
+    }
     runner.add_rate_json(&mut v);
     if let Some(pct) = args.fail_if_more_than {
         v["gate"] = serde_json::json!({
@@ -301,7 +325,15 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if args.json {
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
-        print_text(env, &args, &runner, &summaries, &comparisons, reference);
+        print_text(
+            env,
+            &args,
+            &runner,
+            &summaries,
+            &comparisons,
+            reference,
+            rounds,
+        );
     }
     for (c, s) in args.commands.iter().zip(&summaries) {
         super::repeat::outlier_warning(c, s);
@@ -344,7 +376,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             .collect();
         let title = format!(
             "Energy per run, {} run(s) each ({}{})",
-            args.runs,
+            rounds,
             runner.mechanism_name,
             if env.is_emulated() { ", EMULATED" } else { "" }
         );
@@ -360,6 +392,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 )
             })?;
         eprintln!("quietwatt: plot written to {written}");
+    }
+    if rounds < args.runs {
+        return Ok(ExitCode::from(crate::signals::stopped_status()));
     }
     if !gate_failed.is_empty() {
         let pct = args.fail_if_more_than.unwrap_or(0.0);
@@ -403,12 +438,13 @@ fn print_text(
     summaries: &[Summaries],
     comparisons: &[Compared],
     reference: usize,
+    rounds: u32,
 ) {
     eprintln!();
     eprintln!(
         " {} commands, {} interleaved run(s) each{} ({} mechanism{}, read at {}):",
         args.commands.len(),
-        args.runs,
+        rounds,
         if args.warmup > 0 {
             format!(" after {} warm-up run(s)", args.warmup)
         } else {

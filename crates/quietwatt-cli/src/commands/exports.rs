@@ -25,6 +25,41 @@ fn write(path: &Path, flag: &str, text: &str) -> Result<(), Failure> {
 }
 
 /// `v`, pretty, for `--export-json`.
+/// Refuses, before any run, an export path that cannot be written (a missing or
+/// read-only directory, a directory as the file): the runs would be measured for
+/// nothing. The file itself is written only at the end.
+pub fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let why = if path.is_dir() {
+        Some("it is a directory".to_string())
+    } else if !dir.is_dir() {
+        Some(format!("{} is not a directory", dir.display()))
+    } else if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .err()
+            .map(|e| e.to_string())
+    } else {
+        rustix::fs::access(dir, rustix::fs::Access::WRITE_OK)
+            .err()
+            .map(|e| format!("{}: {e}", dir.display()))
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Failure::new(
+            crate::exit::OUTPUT,
+            format!(
+                "{flag} {}: cannot be written ({why}); choose a writable path before the runs start",
+                path.display()
+            ),
+        )),
+    }
+}
+
 pub fn json(path: &Path, v: &serde_json::Value) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v).unwrap_or_default();
     write(path, "--export-json", &(text + "\n"))

@@ -162,6 +162,15 @@ fn shown(command: &[String]) -> String {
 /// prints the summary; exits with the command's code (the first failing run's,
 /// which stops the series unless `--ignore-failure`).
 pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
+    for (flag, p) in [
+        ("--export-json", a.export_json),
+        ("--export-csv", a.export_csv),
+        ("--export-markdown", a.export_markdown),
+    ] {
+        if let Some(p) = p {
+            super::exports::check_writable(flag, p)?;
+        }
+    }
     let runner = Runner::new(env, a.mechanism, a.domains, a.freq, a.sampler, "--repeat")?;
     crate::signals::install();
     let make = || {
@@ -186,14 +195,26 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     }
     let mut runs = Vec::with_capacity(a.runs as usize);
     let mut first_failure = 0;
+    let mut cut_short = false;
     let bar = super::exports::progress(u64::from(a.runs), a.json);
     for i in 0..a.runs {
         prepare("sh", a.prepare)?;
         let r = runner.measure(&mut make())?;
         bar.inc(1);
         if stopped() {
-            bar.abandon();
-            return Err(interrupted());
+            // As perf stat -r: the run the signal cut is left out, the whole ones
+            // are summarised and exported.
+            bar.finish_and_clear();
+            if runs.is_empty() {
+                return Err(interrupted());
+            }
+            eprintln!(
+                "quietwatt: interrupted: summarising the {} whole run(s) of {} (the run cut short is left out)",
+                runs.len(),
+                a.runs
+            );
+            cut_short = true;
+            break;
         }
         let line = format!(
             "quietwatt: run {}/{}: {} in {:.4} s{}",
@@ -233,7 +254,13 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     v["mechanism"] = runner.mechanism_name.into();
     v["emulated"] = env.is_emulated().into();
     runner.add_rate_json(&mut v);
-    v["runs"] = a.runs.into();
+    v["runs"] = runs.len().into();
+    if cut_short {
+        v["interrupted"] = serde_json::json!({
+            "exit_status": crate::signals::stopped_status(),
+            "runs_asked": a.runs,
+        });
+    }
     v["warmup"] = a.warmup.into();
     v["uncertainty_method"] = UNCERTAINTY_METHOD.into();
     v["per_run"] = runs.iter().map(RunResult::json).collect::<Vec<_>>().into();
@@ -243,7 +270,7 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
         eprintln!();
         eprintln!(
             " Energy of '{what}' over {} run(s){} ({} mechanism{}, read at {}):",
-            a.runs,
+            runs.len(),
             if a.warmup > 0 {
                 format!(" after {} warm-up run(s)", a.warmup)
             } else {
@@ -268,6 +295,9 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     }
     if let Some(p) = a.export_markdown {
         super::exports::markdown(p, &[(what.as_str(), &s)], &[None], 0)?;
+    }
+    if cut_short {
+        return Ok(ExitCode::from(crate::signals::stopped_status()));
     }
     Ok(ExitCode::from(first_failure.clamp(0, 255) as u8))
 }
@@ -300,11 +330,12 @@ pub fn stopped() -> bool {
     crate::signals::STOP.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The error for a series stopped by a signal.
+/// The error for a series stopped by a signal before any run was measured
+/// whole: 128 + the signal, as a shell reports a process killed by it.
 pub fn interrupted() -> Failure {
     Failure::new(
-        130,
-        "interrupted: the runs measured so far are not summarised",
+        crate::signals::stopped_status(),
+        "interrupted before a run was measured whole: nothing to summarise",
     )
 }
 
