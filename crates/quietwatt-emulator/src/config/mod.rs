@@ -223,12 +223,16 @@ impl PowerProfile {
     /// one of `package`, `core`, `uncore`, `dram` (per socket; without SOCKET, every
     /// socket) or `platform` (psys beyond packages and DRAM). Example:
     /// `package=30,core=15,1/dram=6,platform=8`. `follow=IDLE:PER_CPU` makes every
-    /// package follow this machine's real load ([`LoadFollowing`]), e.g. `follow=10:5`.
+    /// package follow this machine's real load ([`LoadFollowing`]), e.g. `follow=10:5`;
+    /// core and uncore, unless the specification names them, are then scaled down
+    /// (if need be) to 70 % of the idle power, as they sit inside the package.
     pub fn apply(&mut self, spec: &str) -> Result<()> {
         let err = |why: String| Error::PowerSpec {
             spec: spec.to_string(),
             why,
         };
+        let mut inside_named = false;
+        let mut follow_named = false;
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (target, watts) = item
                 .split_once('=')
@@ -236,6 +240,7 @@ impl PowerProfile {
             if target.trim().eq_ignore_ascii_case("follow") {
                 // follow=IDLE:PER_CPU: a load-following package (crate::follow).
                 self.follow = Some(LoadFollowing::parse(watts).map_err(err)?);
+                follow_named = true;
                 continue;
             }
             let watts: f64 = watts
@@ -265,6 +270,7 @@ impl PowerProfile {
                 continue;
             }
             let domain: Domain = name.parse().map_err(|e| err(format!("{e}")))?;
+            inside_named |= matches!(domain, Domain::Core | Domain::Uncore);
             if domain == Domain::Psys {
                 return Err(err(
                     "psys is the sum of packages, DRAM and `platform`: set platform=W".to_string(),
@@ -292,6 +298,18 @@ impl PowerProfile {
                             *w = watts;
                         }
                     }
+                }
+            }
+        }
+        if let (true, false, Some(f)) = (follow_named, inside_named, &self.follow) {
+            // `follow=10:5` alone: the default core and uncore (14 W) would not fit
+            // in a 10 W idle package.
+            let cap = 0.7 * f.idle_w;
+            for w in std::iter::once(&mut self.default).chain(self.sockets.iter_mut()) {
+                let inside = w.core + w.uncore;
+                if inside > cap && inside > 0.0 {
+                    w.core *= cap / inside;
+                    w.uncore *= cap / inside;
                 }
             }
         }

@@ -145,3 +145,19 @@ fn trace_parses_with_header_and_comments() {
     assert!(Trace::parse("0,-1\n", "t").is_err());
     assert!(Trace::parse("0,1,2\n", "t").is_err());
 }
+
+#[test]
+fn follow_alone_fits_core_and_uncore_inside_its_idle_package() {
+    // The help's own example: the default core and uncore (14 W) once made it fail
+    // ("exceeds the load-following idle power 10 W").
+    let c = EmulatorConfig::default().with_power("follow=10:5").unwrap();
+    c.validate().unwrap();
+    let w = c.power.socket(0);
+    assert!((w.core + w.uncore - 7.0).abs() < 1e-9, "{w:?}");
+    assert!((w.core / w.uncore - 6.0).abs() < 1e-9, "the ratio is kept: {w:?}");
+    // Named core and uncore are the user's: checked, not rescaled.
+    let named = EmulatorConfig::default()
+        .with_power("follow=10:5,core=12")
+        .unwrap();
+    assert!(named.validate().is_err());
+}
