@@ -317,4 +317,17 @@ fn a_device_or_a_pipe_is_refused_with_what_to_do() {
         "{err}"
     );
     assert!(err.contains("CSV or JSON Lines"), "{err}");
+    // A FIFO with no reader: refused at once, not a hang in open().
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out.parquet");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path in our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let o = quietwatt(
+        m.root(),
+        &["record", "--duration", "0.1", "-o", fifo.to_str().unwrap()],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(74), "{err}");
+    assert!(err.contains("is a pipe") && err.contains("regular file"), "{err}");
 }

@@ -149,6 +149,23 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let format = args.format()?;
     let mut config = args.sampler.config(args.freq, &env.root)?;
     config.duration = args.duration;
+    // Parquet writes its footer back into the file: a FIFO would block in open()
+    // until a reader came, then fail; refused before opening, as a device is.
+    if format == Format::Parquet && !args.to_stdout() {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(m) = std::fs::metadata(&args.output) {
+            let ft = m.file_type();
+            if ft.is_fifo() || ft.is_socket() {
+                return Err(Failure::new(
+                    OUTPUT,
+                    format!(
+                        "{} is a pipe: Parquet needs a regular file it can write back into; record to a file, or write CSV or JSON Lines here",
+                        args.output.display()
+                    ),
+                ));
+            }
+        }
+    }
     // Open the output first: an unwritable path fails before anything is measured.
     let file = if args.to_stdout() {
         OutputFile::stdout()
