@@ -57,6 +57,7 @@ impl Environment {
                 )
             })?;
         let config = EmulatorConfig::default();
+        private_mount_namespace();
         let emulator = Emulator::mount(dir.path(), config).map_err(|e| {
             Failure::new(NO_RAPL, format!("cannot start the built-in emulator: {e}"))
         })?;
@@ -115,5 +116,32 @@ impl Environment {
             .iter()
             .map(|&i| config.watts(ids[i].socket.0, ids[i].domain))
             .sum()
+    }
+}
+
+/// Moves this process (and what it starts from now on: the FUSE thread, the
+/// measured command) into a mount namespace of its own, whose mounts do not
+/// propagate back. The built-in emulator is mounted there, so that however
+/// quietwatt ends (SIGKILL, a signal before its handlers are installed, SIGUSR1,
+/// a crash) the kernel drops the mount with the namespace: no "Transport endpoint
+/// is not connected" directory is left behind. Without the privilege (not root)
+/// nothing changes and the emulator is unmounted on the way out as before.
+fn private_mount_namespace() {
+    // SAFETY: plain system calls with valid constant arguments; called while the
+    // process has one thread, so every later thread inherits the namespace.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return;
+        }
+        let root = c"/";
+        // Private, recursively: a mount made here must not appear in the parent
+        // namespace through shared propagation.
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        );
     }
 }

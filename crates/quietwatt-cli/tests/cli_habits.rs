@@ -742,15 +742,7 @@ fn an_unwritable_export_is_refused_before_any_run() {
             "-c",
             &cmd,
         ],
-        vec![
-            "compare",
-            "--runs",
-            "2",
-            "--export-csv",
-            &here,
-            &cmd,
-            &cmd,
-        ],
+        vec!["compare", "--runs", "2", "--export-csv", &here, &cmd, &cmd],
     ] {
         let o = quietwatt(m.root(), &args);
         assert_eq!(o.status.code(), Some(74), "{args:?}: {}", stderr(&o));

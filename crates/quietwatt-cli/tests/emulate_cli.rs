@@ -89,3 +89,62 @@ fn an_unmount_by_someone_else_stops_the_emulator() {
         "the ground truth is still written"
     );
 }
+
+/// Starts `quietwatt --emulate on record` and returns it with the emulator's mount
+/// point, read from its banner.
+fn emulated_record() -> (Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .args([
+            "--emulate",
+            "on",
+            "record",
+            "-o",
+            "/dev/null",
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start quietwatt");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let at = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split(" at ")
+                .nth(1)
+                .and_then(|r| r.split(':').next())
+                .filter(|p| p.contains("quietwatt-emulator-"))
+                .map(str::to_string)
+        })
+        .expect("the banner names the mount point");
+    // Keep draining stderr so that quietwatt never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, at)
+}
+
+#[test]
+fn no_signal_leaves_the_built_in_emulator_mounted() {
+    // SIGKILL and SIGUSR1 (no handler) once left a dead FUSE mount ("Transport
+    // endpoint is not connected"); the built-in emulator now lives in quietwatt's
+    // own mount namespace, which the kernel drops with the process.
+    for sig in [libc::SIGKILL, libc::SIGUSR1, libc::SIGTERM] {
+        let (mut child, at) = emulated_record();
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let status = child.wait().unwrap();
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        assert!(
+            !mounts.contains(&at),
+            "signal {sig} ({status}) left {at} mounted:\n{mounts}"
+        );
+        // Whatever is left at the path is a plain directory, not a dead mount.
+        if let Err(e) = std::fs::metadata(&at) {
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{at}: {e}");
+        }
+        let _ = std::fs::remove_dir(&at);
+    }
+}

@@ -329,5 +329,8 @@ fn a_device_or_a_pipe_is_refused_with_what_to_do() {
     );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(74), "{err}");
-    assert!(err.contains("is a pipe") && err.contains("regular file"), "{err}");
+    assert!(
+        err.contains("is a pipe") && err.contains("regular file"),
+        "{err}"
+    );
 }

@@ -154,7 +154,10 @@ fn follow_alone_fits_core_and_uncore_inside_its_idle_package() {
     c.validate().unwrap();
     let w = c.power.socket(0);
     assert!((w.core + w.uncore - 7.0).abs() < 1e-9, "{w:?}");
-    assert!((w.core / w.uncore - 6.0).abs() < 1e-9, "the ratio is kept: {w:?}");
+    assert!(
+        (w.core / w.uncore - 6.0).abs() < 1e-9,
+        "the ratio is kept: {w:?}"
+    );
     // Named core and uncore are the user's: checked, not rescaled.
     let named = EmulatorConfig::default()
         .with_power("follow=10:5,core=12")
