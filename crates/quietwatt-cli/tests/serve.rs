@@ -236,6 +236,14 @@ fn the_text_format_parses_and_package_energy_matches_what_was_served() {
         let after = m.served_record(Served::Powercap, 0, Domain::Package);
         assert_eq!(r.status, 200);
         assert_eq!(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+        // Read from the emulator (`--root` at its mount): every energy series says so.
+        for line in r
+            .body
+            .lines()
+            .filter(|l| l.starts_with("quietwatt_energy_joules_total{"))
+        {
+            assert!(line.contains("emulated=\"true\""), "{line}");
+        }
         for family in [
             "quietwatt_energy_joules_total",
             "quietwatt_counter_resets_total",

@@ -132,6 +132,8 @@ struct Opener {
     drain: Hertz,
     kept: usize,
     stand_in: bool,
+    /// Whether the root is an emulator (the exposition says so on every series).
+    emulated: bool,
 }
 
 impl Opener {
@@ -375,6 +377,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         drain,
         kept,
         stand_in: args.stand_in_events,
+        emulated: env.is_emulated(),
     };
     let mut slots = open_slots(env, &args, &mut opener)?;
 
@@ -670,6 +673,7 @@ fn refresh(
         idle,
         cpu_wakeups,
         attribution: attribution.as_mut().map(|(_, a)| a.figures()),
+        emulated: opener.emulated,
     }
 }
 

@@ -420,6 +420,7 @@ mod tests {
                 idle: Vec::new(),
                 cpu_wakeups: Vec::new(),
                 attribution: None,
+                emulated: false,
             })),
             scrapes: AtomicU64::new(0),
             auth: Some(format!("Basic {}", base64(b"u:p"))),

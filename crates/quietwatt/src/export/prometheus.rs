@@ -6,14 +6,14 @@
 //!
 //! | family | type | labels |
 //! |---|---|---|
-//! | `energy_joules_total` | counter | `socket`, `domain`, `mechanism` (`die` on multi-die parts) |
+//! | `energy_joules_total` | counter | `socket`, `domain`, `mechanism` (`die` on multi-die parts; `emulated="true"` when read from the emulator) |
 //! | `counter_resets_total` | counter | `socket`, `domain` (`die`) |
 //! | `up` | gauge | `socket`, `domain` (`die`) |
 //! | `samples_total` | counter | none |
 //! | `missed_deadlines_total` | counter | none |
 //! | `cpu_seconds_total` | counter | none |
 //! | `wakeups_total` | counter | none |
-//! | `build_info` | gauge (OpenMetrics: info) | `version` |
+//! | `build_info` | gauge (OpenMetrics: info) | `version` (`emulated="true"` from the emulator) |
 //! | `cpu_idle_entries_total` (`--events`) | counter | `cpu`, `state` |
 //! | `cpu_idle_seconds_total` (`--events`) | counter | `cpu`, `state` |
 //! | `cpu_wakeups_total` (`--events`) | counter | `cpu` |
@@ -162,6 +162,11 @@ pub struct Exposition {
     pub cpu_wakeups: Vec<WakeupSeries>,
     /// The package energy split among processes or cgroups, when attributed.
     pub attribution: Option<AttributionFigures>,
+    /// Whether the figures come from quietwatt's emulator, not hardware: every
+    /// energy series and `build_info` then carry `emulated="true"`, so that a
+    /// dashboard fed by an exporter left on `--emulate auto` cannot pass them off
+    /// as a machine's.
+    pub emulated: bool,
 }
 
 /// The package energy split among processes or cgroups since the exporter started:
@@ -309,7 +314,12 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         "Energy of a RAPL domain since the exporter started, wraps corrected, resets absorbed; rate() gives watts.",
     );
     for d in &e.domains {
-        let labels = format!("{},mechanism=\"{}\"", domain_labels(d), escape(d.mechanism));
+        let labels = format!(
+            "{},mechanism=\"{}\"{}",
+            domain_labels(d),
+            escape(d.mechanism),
+            if e.emulated { ",emulated=\"true\"" } else { "" }
+        );
         let v = format!("{:.*}", places, quantize(d.energy_j, e.resolution_j));
         f.sample("quietwatt_energy_joules_total", &labels, &v);
     }
@@ -439,7 +449,11 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
     );
     f.sample(
         "quietwatt_build_info",
-        &format!("version=\"{}\"", escape(&e.version)),
+        &format!(
+            "version=\"{}\"{}",
+            escape(&e.version),
+            if e.emulated { ",emulated=\"true\"" } else { "" }
+        ),
         "1",
     );
 
@@ -552,7 +566,24 @@ mod tests {
             idle: Vec::new(),
             cpu_wakeups: Vec::new(),
             attribution: None,
+            emulated: false,
         }
+    }
+
+    #[test]
+    fn emulated_figures_say_so_on_every_energy_series_and_build_info() {
+        let mut e = sample();
+        e.emulated = true;
+        for format in [ExpositionFormat::Text, ExpositionFormat::OpenMetrics] {
+            let t = render(&e, format);
+            for line in t.lines().filter(|l| {
+                l.starts_with("quietwatt_energy_joules_total{")
+                    || l.starts_with("quietwatt_build_info{")
+            }) {
+                assert!(line.contains("emulated=\"true\""), "{line}");
+            }
+        }
+        assert!(!render(&sample(), ExpositionFormat::Text).contains("emulated"));
     }
 
     #[test]
