@@ -145,7 +145,11 @@ pub struct Series {
 pub fn boxplot_svg(title: &str, y_label: &str, series: &[Series]) -> String {
     let (left, right, top, bottom) = (80.0, 20.0, 40.0, 70.0);
     let slot = 90.0;
-    let width = left + right + slot * series.len().max(1) as f64;
+    // Wide enough for the title at 14 px (about 8 px a character): a compare
+    // of two commands once clipped "(powercap, EMULATED)" to "(powercap, EMULA".
+    let n = series.len().max(1) as f64;
+    let width = (left + right + slot * n).max(title.chars().count() as f64 * 8.0 + 40.0);
+    let slot = (width - left - right) / n;
     let height = 420.0;
     let plot_h = height - top - bottom;
     let (lo, hi) = padded_range(series.iter().flat_map(|s| s.values.iter().copied()));
@@ -521,6 +525,23 @@ mod tests {
         // 3.0 is beyond 1.5 IQR of the first box: drawn as a circle.
         assert_eq!(svg.matches("<circle").count(), 1);
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    }
+
+    #[test]
+    fn a_long_title_widens_the_box_plot_instead_of_being_clipped() {
+        let title = "Energy per run, 4 run(s) each (powercap, EMULATED)";
+        let two = |v: f64| Series {
+            label: "x".into(),
+            values: vec![v, v + 1.0],
+        };
+        let svg = boxplot_svg(title, "energy (J)", &[two(1.0), two(2.0)]);
+        let width: f64 = svg
+            .split("width=\"")
+            .nth(1)
+            .and_then(|w| w.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .expect("a width");
+        assert!(width >= title.len() as f64 * 8.0, "{width} px for the title");
     }
 
     #[test]
