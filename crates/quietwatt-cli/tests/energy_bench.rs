@@ -234,6 +234,51 @@ fn bench_energy_gate_fails_ci_on_a_costlier_command() {
 }
 
 #[test]
+fn a_gate_that_cannot_decide_says_so_and_fails_unless_told_and_a_failing_command_is_not_the_gate() {
+    // The same command twice: the ratio's interval holds 1, so a 0 % gate can
+    // tell neither way (it once passed silently).
+    let m = mount(EmulatorConfig::default());
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["compare", "-r", "3", "--fail-if-more-than", "0", "--json"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["sleep 0.05", "sleep 0.05"]);
+        a
+    };
+    let o = quietwatt(m.root(), &args(&[]));
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the gate cannot decide"),
+        "{}",
+        stderr(&o)
+    );
+    let v = json(&o);
+    assert_eq!(v["gate"]["inconclusive"], true, "{v}");
+    assert_eq!(v["gate"]["failed"], false, "{v}");
+    let o = quietwatt(m.root(), &args(&["--pass-inconclusive"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: the gate cannot decide"),
+        "{}",
+        stderr(&o)
+    );
+    // A compared command's own exit 3 is not the gate's regression.
+    let o = quietwatt(
+        m.root(),
+        &[
+            "compare",
+            "-r",
+            "2",
+            "--fail-if-more-than",
+            "10",
+            "exit 3",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("exited with code 3"), "{}", stderr(&o));
+}
+
+#[test]
 fn bench_energy_refuses_bad_input_before_running() {
     let m = mount(EmulatorConfig::default());
     let o = quietwatt(m.root(), &["bench", "energy", "true"]);

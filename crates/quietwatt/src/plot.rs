@@ -541,7 +541,10 @@ mod tests {
             .and_then(|w| w.split('"').next())
             .and_then(|w| w.parse().ok())
             .expect("a width");
-        assert!(width >= title.len() as f64 * 8.0, "{width} px for the title");
+        assert!(
+            width >= title.len() as f64 * 8.0,
+            "{width} px for the title"
+        );
     }
 
     #[test]

@@ -20,6 +20,12 @@ use std::process::{Command, ExitCode, Stdio};
 
 /// The exit code of `--fail-if-more-than` when a command costs more.
 pub const REGRESSION: u8 = 3;
+/// The exit code of `--fail-if-more-than` when the runs cannot tell whether a
+/// command costs more than allowed (the ratio's interval straddles the limit).
+pub const INCONCLUSIVE: u8 = 4;
+/// The exit code when a compared command fails (its own code is in the message):
+/// a fixed code, so that a command's own exit 3 is never read as the gate's.
+pub const COMMAND_FAILED: u8 = 5;
 
 /// Arguments of `bench energy`.
 #[derive(clap::Args)]
@@ -43,9 +49,15 @@ pub struct Args {
     ignore_failure: bool,
     /// Exit 3 when a command costs significantly more energy than the first one by
     /// more than PCT percent: the lower end of the ratio's 95 % interval above
-    /// 1 + PCT/100 (and Welch's test significant). For CI gating.
+    /// 1 + PCT/100 (and Welch's test significant). Exit 4 when the runs cannot
+    /// tell (the interval straddles 1 + PCT/100): add runs, or --pass-inconclusive.
+    /// For CI gating.
     #[arg(long, value_name = "PCT")]
     fail_if_more_than: Option<f64>,
+    /// With --fail-if-more-than: let a gate that cannot decide pass (exit 0, with
+    /// a warning) instead of exit 4.
+    #[arg(long, requires = "fail_if_more_than")]
+    pass_inconclusive: bool,
     /// Mechanism to read (default: the best that works here; ebpf and perf-ring are not available here).
     #[arg(short, long)]
     mechanism: Option<Mechanism>,
@@ -190,13 +202,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             }
             let code = super::exit_code(status);
             if code != 0 && !args.ignore_failure {
-                return Err(failed_run(
+                return Err(command_failed(failed_run(
                     &args.commands[i],
                     round + 1,
                     args.warmup,
                     code,
                     "warm-up run",
-                ));
+                )));
             }
         }
     }
@@ -237,13 +249,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             runs[i].push(r);
             if code != 0 && !args.ignore_failure {
                 bar.abandon();
-                return Err(failed_run(
+                return Err(command_failed(failed_run(
                     &args.commands[i],
                     round + 1,
                     args.runs,
                     code,
                     "run",
-                ));
+                )));
             }
         }
     }
@@ -255,6 +267,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         .collect();
     let mut comparisons = Vec::new();
     let mut gate_failed = Vec::new();
+    let mut gate_undecided = Vec::new();
     for i in (0..k).filter(|&i| i != reference) {
         let (a, b) = match (&summaries[reference].energy, &summaries[i].energy) {
             (Some(a), Some(b)) => (a, b),
@@ -273,8 +286,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             .zip(summaries[i].duration.as_ref())
             .and_then(|(a, b)| repeat::ratio(a, b));
         if let (Some(pct), Some(r)) = (args.fail_if_more_than, &ratio) {
-            if verdict == Verdict::More && r.ci[0] > 1.0 + pct / 100.0 {
+            let limit = 1.0 + pct / 100.0;
+            if verdict == Verdict::More && r.ci[0] > limit {
                 gate_failed.push(i);
+            } else if r.ci[1] > limit {
+                // Neither surely above nor surely below the limit.
+                gate_undecided.push(i);
             }
         }
         comparisons.push((i, welch, ratio, rank, verdict, time_ratio));
@@ -320,6 +337,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             "fail_if_more_than_pct": pct,
             "failed": !gate_failed.is_empty(),
             "failed_commands": gate_failed,
+            "inconclusive": !gate_undecided.is_empty(),
+            "inconclusive_commands": gate_undecided,
+            "pass_inconclusive": args.pass_inconclusive,
         });
     }
     if args.json {
@@ -409,7 +429,37 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::from(REGRESSION));
     }
+    if !gate_undecided.is_empty() {
+        let pct = args.fail_if_more_than.unwrap_or(0.0);
+        for (i, _, r, ..) in comparisons.iter().filter(|c| gate_undecided.contains(&c.0)) {
+            let (est, lo, hi) = r.as_ref().map_or((f64::NAN, f64::NAN, f64::NAN), |r| {
+                (r.estimate, r.ci[0], r.ci[1])
+            });
+            eprintln!(
+                "quietwatt: {}: the gate cannot decide whether '{}' costs more than '{}' by over {pct} %: \
+                 the ratio {est:.3} [{lo:.3}, {hi:.3}] (95 %) straddles {:.3}; add runs (-r) or quiet the machine{}",
+                if args.pass_inconclusive { "warning" } else { "error" },
+                args.commands[*i],
+                args.commands[reference],
+                1.0 + pct / 100.0,
+                if args.pass_inconclusive {
+                    " (passed: --pass-inconclusive)"
+                } else {
+                    ", or give --pass-inconclusive to let it through"
+                }
+            );
+        }
+        if !args.pass_inconclusive {
+            return Ok(ExitCode::from(INCONCLUSIVE));
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A compared command's failure, under [`COMMAND_FAILED`] (its own code stays in
+/// the message).
+fn command_failed(f: Failure) -> Failure {
+    Failure::new(COMMAND_FAILED, f.message())
 }
 
 /// `s` cut to `n` characters with an ellipsis, for a plot's labels.
