@@ -88,6 +88,9 @@ fn top_lists_a_busy_process_switches_to_cgroups_and_quits() {
         watts > 0.5,
         "a busy loop drawing {watts} W at 5 W per busy CPU:\n{pane}"
     );
+    // No idle power given: the dynamic part is not claimed, and the header says why.
+    assert_eq!(f[3], "-", "{row}");
+    assert!(pane.contains("idle power not set apart"), "{pane}");
 
     tmux(&["send-keys", "-t", &session.0, "c"]);
     let pane = wait_for(&session.0, "by cgroup");

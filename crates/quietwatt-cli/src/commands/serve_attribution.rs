@@ -32,6 +32,8 @@ pub struct ServeAttribution {
     by: By,
     bounded: Bounded,
     freq_hz: f64,
+    /// Whether an idle power (configured or fitted) sets the idle part apart.
+    idle_split: bool,
 }
 
 impl ServeAttribution {
@@ -62,6 +64,7 @@ impl ServeAttribution {
         sink.set_channels(channels);
         let half_life = HALF_LIFE.as_secs_f64() / refresh.as_secs_f64().max(1e-3);
         Ok(ServeAttribution {
+            idle_split: !matches!(idle, IdlePower::None),
             totals: sink.totals(),
             sink,
             by,
@@ -120,6 +123,7 @@ impl ServeAttribution {
             unattributed_dynamic_j: j(unattributed.dynamic_uj),
             unattributed_idle_j: j(unattributed.idle_uj),
             dropped_slices: dropped,
+            idle_split: self.idle_split,
         }
     }
 }

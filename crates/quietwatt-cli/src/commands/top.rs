@@ -240,7 +240,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             by.name(),
             args.interval,
             match idle {
-                IdlePower::None => String::new(),
+                IdlePower::None =>
+                    ", idle power not set apart (--idle-watts W|fit to split it)".to_string(),
                 IdlePower::Configured(i) => format!(", idle {i} W set apart"),
                 IdlePower::Fitted => ", idle power fitted".to_string(),
             }
@@ -256,10 +257,16 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         for (e, total, dynamic, cpu) in rows.iter().take(args.limit) {
             let (id, name) = names.id_and_name(*e);
             let name: String = name.chars().take(36).collect();
+            // Without an idle power nothing tells dynamic power from idle: not
+            // shown as dynamic (it once read WATTS 14.955 DYN W 14.955 for 5 W).
+            let dyn_w = match idle {
+                IdlePower::None => "-".to_string(),
+                _ => format!("{:.3}", w(*dynamic)),
+            };
             screen.push_str(&format!(
-                "{id:>10}  {name:<36} {:>9.3} {:>9.3} {:>7.1}\r\n",
+                "{id:>10}  {name:<36} {:>9.3} {:>9} {:>7.1}\r\n",
                 w(*total),
-                w(*dynamic),
+                dyn_w,
                 if secs > 0.0 {
                     *cpu as f64 / 1e7 / secs
                 } else {

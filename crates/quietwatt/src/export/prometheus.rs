@@ -184,6 +184,11 @@ pub struct AttributionFigures {
     pub unattributed_idle_j: f64,
     /// Context-switch slices lost in the kernel (their energy is unattributed).
     pub dropped_slices: u64,
+    /// Whether an idle power (configured or fitted) sets the idle part apart.
+    /// Without one, nothing tells idle energy from the rest: each series is
+    /// exported once as `part="unsplit"`, never as `dynamic` (which would call the
+    /// idle power dynamic).
+    pub idle_split: bool,
 }
 
 /// One entity's (or `other`'s) part of the package energy.
@@ -478,10 +483,17 @@ fn render_attribution(f: &mut Family<'_>, a: &AttributionFigures, resolution: f6
         "quietwatt_attributed_energy_joules",
         "counter",
         Some("joules"),
-        "Package energy attributed to a process or cgroup (by CPU time at each context switch) since the exporter started, in two parts: dynamic (above the idle power) and its share of idle; the rest of the entities are id=\"other\".",
+        "Package energy attributed to a process or cgroup (by CPU time at each context switch) since the exporter started, in two parts: dynamic (above the idle power) and its share of idle, or one part, unsplit, where no idle power is set apart; the rest of the entities are id=\"other\".",
     );
+    let parts = |dynamic: f64, idle: f64| -> Vec<(&'static str, f64)> {
+        if a.idle_split {
+            vec![("dynamic", dynamic), ("idle", idle)]
+        } else {
+            vec![("unsplit", dynamic + idle)]
+        }
+    };
     for s in &a.series {
-        for (part, v) in [("dynamic", s.dynamic_j), ("idle", s.idle_j)] {
+        for (part, v) in parts(s.dynamic_j, s.idle_j) {
             f.sample(
                 "quietwatt_attributed_energy_joules_total",
                 &format!("{},part=\"{part}\"", labels(s)),
@@ -508,10 +520,7 @@ fn render_attribution(f: &mut Family<'_>, a: &AttributionFigures, resolution: f6
         Some("joules"),
         "Package energy no process or cgroup got: dynamic energy while only the idle task ran, and the idle CPUs' share of the idle part.",
     );
-    for (part, v) in [
-        ("dynamic", a.unattributed_dynamic_j),
-        ("idle", a.unattributed_idle_j),
-    ] {
+    for (part, v) in parts(a.unattributed_dynamic_j, a.unattributed_idle_j) {
         f.sample(
             "quietwatt_unattributed_energy_joules_total",
             &format!("part=\"{part}\""),
@@ -587,6 +596,38 @@ mod tests {
     }
 
     #[test]
+    fn without_an_idle_power_the_attributed_energy_is_unsplit_never_dynamic() {
+        let mut e = sample();
+        e.attribution = Some(AttributionFigures {
+            by: "process",
+            series: vec![AttributedSeries {
+                id: "7".into(),
+                name: "loop".into(),
+                dynamic_j: 15.0,
+                idle_j: 0.0,
+                cpu_seconds: 1.0,
+            }],
+            unattributed_dynamic_j: 2.0,
+            unattributed_idle_j: 0.0,
+            dropped_slices: 0,
+            idle_split: false,
+        });
+        let t = render(&e, ExpositionFormat::Text);
+        assert!(
+            !t.contains("part=\"dynamic\"") && !t.contains("part=\"idle\""),
+            "{t}"
+        );
+        assert!(
+            t.contains("id=\"7\",name=\"loop\",part=\"unsplit\"} 15.00\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("quietwatt_unattributed_energy_joules_total{part=\"unsplit\"} 2.00\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn attribution_is_two_parts_per_entity_and_other_only_when_given() {
         assert!(!render(&sample(), ExpositionFormat::Text).contains("attributed"));
         let mut e = sample();
@@ -611,6 +652,7 @@ mod tests {
             unattributed_dynamic_j: 0.02,
             unattributed_idle_j: 3.0,
             dropped_slices: 0,
+            idle_split: true,
         });
         let t = render(&e, ExpositionFormat::Text);
         assert!(t.contains("# TYPE quietwatt_attributed_energy_joules_total counter\n"));
