@@ -107,7 +107,7 @@ fn diagnose_one(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> Diagnos
                             Error::MechanismUnavailable { .. } | Error::NoDomains { .. }
                                 if !has_energy =>
                             {
-                                "the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL (or the module intel_rapl_perf is not loaded): `sudo modprobe intel_rapl_perf`".into()
+                                format!("the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL, or its module is not loaded: {}", crate::perf::rapl_module_hint(root))
                             }
                             _ => format!(
                                 "see the error above; system-wide counters need `sudo sysctl kernel.perf_event_paranoid=0` (now {paranoid}) or CAP_PERFMON: `sudo setcap cap_perfmon=ep $(which quietwatt)`"
@@ -248,7 +248,7 @@ fn diagnose_in_kernel(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> D
         _ if !has_energy && vm => (format!("{e}{}", machinery()), no_rapl_vm.to_string()),
         _ if !has_energy => (
             format!("{e}{}", machinery()),
-            "the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL (or the module intel_rapl_perf is not loaded): `sudo modprobe intel_rapl_perf`".into(),
+            format!("the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL, or its module is not loaded: {}", crate::perf::rapl_module_hint(root)),
         ),
         Error::MechanismUnavailable { .. } if !root.is_system() => (
             e.to_string(),

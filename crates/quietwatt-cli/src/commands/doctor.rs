@@ -30,6 +30,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         crate::schema::stamp(&mut out, "doctor");
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
+        // One fix shared by every failing mechanism (a VM without RAPL) is said
+        // once, below them, not once per mechanism.
+        let fixes: Vec<&str> = d.iter().filter_map(|x| x.fix.as_deref()).collect();
+        let shared = (fixes.len() > 1 && fixes.iter().all(|f| *f == fixes[0])).then(|| fixes[0]);
         for x in &d {
             println!(
                 "{} {:<10} {}",
@@ -37,9 +41,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 x.mechanism.name(),
                 x.finding
             );
-            if let Some(fix) = &x.fix {
+            if let Some(fix) = x.fix.as_deref().filter(|_| shared.is_none()) {
                 println!("       {:<10} fix: {fix}", "");
             }
+        }
+        if let Some(fix) = shared {
+            println!();
+            println!("fix, for every mechanism above: {fix}");
         }
         println!();
         match (any, args.mechanism) {

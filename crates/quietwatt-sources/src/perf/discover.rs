@@ -302,8 +302,9 @@ pub fn discover(root: &SysRoot) -> Result<(Vec<EventSpec>, Vec<String>)> {
         {
             Some(note) => format!("no `power` PMU at {}: {note}", pmu_dir(root, POWER_PMU).display()),
             None => format!(
-                "no `power` PMU at {} (no RAPL hardware, e.g. a VM; or the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL, or its module is not loaded: `sudo modprobe intel_rapl_perf`)",
-                pmu_dir(root, POWER_PMU).display()
+                "no `power` PMU at {} (no RAPL hardware, e.g. a VM; or the kernel lacks CONFIG_PERF_EVENTS_INTEL_RAPL, or its module is not loaded: {})",
+                pmu_dir(root, POWER_PMU).display(),
+                rapl_module_hint(root)
             ),
         };
         return Err(Error::MechanismUnavailable {
@@ -403,8 +404,46 @@ pub(crate) fn check_real_kernel_has(root: &SysRoot) -> Result<()> {
     }
     Ok(())
 }
+/// How to load perf's RAPL PMU on the kernel under `root` (its release from
+/// `proc/sys/kernel/osrelease`): the driver moved to `arch/x86/events/rapl.c` in
+/// Linux 5.8 (`obj-$(CONFIG_PERF_EVENTS_INTEL_RAPL) += rapl.o`: module `rapl`);
+/// before, `arch/x86/events/intel/Makefile` built it as `intel-rapl-perf`.
+pub fn rapl_module_hint(root: &SysRoot) -> String {
+    let release = read_trimmed(&root.path("/proc/sys/kernel/osrelease")).unwrap_or_default();
+    match kernel_version(&release) {
+        Some(v) if v >= (5, 8) => "`sudo modprobe rapl`".into(),
+        Some(v) if v < (5, 5) => "`sudo modprobe intel_rapl_perf`".into(),
+        // 5.5 to 5.7, or unknown: the move was backported to some stable kernels.
+        _ => "`sudo modprobe rapl` (`intel_rapl_perf` before Linux 5.8)".into(),
+    }
+}
+
+/// `(major, minor)` of a kernel release such as `6.18.44-fc-v595`.
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_rapl_module_is_named_by_kernel_version() {
+        assert_eq!(kernel_version("6.18.44-fc-v595"), Some((6, 18)));
+        assert_eq!(kernel_version("4.19.0-27-amd64"), Some((4, 19)));
+        assert_eq!(kernel_version("weird"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let osrelease = dir.path().join("proc/sys/kernel");
+        std::fs::create_dir_all(&osrelease).unwrap();
+        let root = SysRoot::new(dir.path());
+        for (release, module) in [
+            ("6.18.44", "`sudo modprobe rapl`"),
+            ("4.19.0", "intel_rapl_perf"),
+        ] {
+            std::fs::write(osrelease.join("osrelease"), format!("{release}\n")).unwrap();
+            assert!(rapl_module_hint(&root).contains(module), "{release}");
+        }
+    }
     use super::*;
     use crate::perf::PerfEvents;
     use crate::Selection;

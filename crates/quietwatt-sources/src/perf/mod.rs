@@ -55,7 +55,9 @@ pub const POWER_CORE_PMU: &str = "power_core";
 mod discover;
 mod open;
 pub(crate) use discover::check_real_kernel_has;
-pub use discover::{discover, is_joules, parse_event_config, parse_format, parse_scale, EventSpec};
+pub use discover::{
+    discover, is_joules, parse_event_config, parse_format, parse_scale, rapl_module_hint, EventSpec,
+};
 pub(crate) use open::open_error;
 use open::read_error;
 pub use open::{open_counting_event, permission_fix, read_count};
