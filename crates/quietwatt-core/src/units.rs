@@ -114,8 +114,31 @@ impl fmt::Display for EnergyUnit {
     }
 }
 
+/// Decimal places that show a value with its uncertainty `u` to two significant
+/// digits of `u` (the digits the uncertainty supports): `12.048 ± 0.024`, not
+/// `12.047943 ± 0.023996`. Six for a zero or unknown uncertainty; at most nine.
+pub fn decimals_for(u: f64) -> usize {
+    if !(u.is_finite() && u > 0.0) {
+        return 6;
+    }
+    (1 - u.log10().floor() as i64).clamp(0, 9) as usize
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn decimals_follow_the_uncertainty() {
+        assert_eq!(decimals_for(0.023996), 3);
+        assert_eq!(decimals_for(0.002), 4);
+        assert_eq!(decimals_for(0.5), 2);
+        assert_eq!(decimals_for(3.0), 1);
+        assert_eq!(decimals_for(25.0), 0);
+        assert_eq!(decimals_for(0.0), 6);
+        assert_eq!(decimals_for(f64::NAN), 6);
+        assert_eq!(decimals_for(1e-15), 9);
+        assert_eq!(format!("{:.*}", decimals_for(0.020008), 15.759969), "15.760");
+    }
     use super::*;
 
     #[test]

@@ -299,9 +299,12 @@ pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
         "  {:>6}  {:<8} {:>14} {:>12} {:>12} {:>10}",
         "socket", "domain", "energy (J)", "± (J)", "power (W)", "± (W)"
     );
+    // The digits each uncertainty supports (two significant); the JSON keeps all.
+    let dj = |u: f64| quietwatt::units::decimals_for(u);
     for d in &r.domains {
+        let (ej, ew) = (dj(d.uncertainty_j.0), dj(d.power_uncertainty_w.0));
         eprintln!(
-            "  {:>6}  {:<8} {:>14.6} {:>12.6} {:>12.3} {:>10.3}",
+            "  {:>6}  {:<8} {:>14.ej$} {:>12.ej$} {:>12.ew$} {:>10.ew$}",
             d.socket,
             d.domain,
             d.energy_j.0,
@@ -316,18 +319,22 @@ pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
         r.total_power_w,
         r.total_power_uncertainty_w,
     ) {
-        (Some(e), Some(u), Some(p), Some(pu)) => eprintln!(
-            "  {:>6}  {:<8} {:>14.6} {:>12.6} {:>12.3} {:>10.3}   = {}",
-            "", "total", e.0, u.0, p.0, pu.0, r.total_rule
-        ),
+        (Some(e), Some(u), Some(p), Some(pu)) => {
+            let (ej, ew) = (dj(u.0), dj(pu.0));
+            eprintln!(
+                "  {:>6}  {:<8} {:>14.ej$} {:>12.ej$} {:>12.ew$} {:>10.ew$}   = {}",
+                "", "total", e.0, u.0, p.0, pu.0, r.total_rule
+            )
+        }
         _ => eprintln!(
             "  {:>6}  {:<8} {:>14}   (nothing selected can be totalled: see the warnings)",
             "", "total", "-"
         ),
     }
     if let Some(f) = &r.finer_total {
+        let ej = dj(f.uncertainty_j.0);
         eprintln!(
-            "  {:>6}  {:<8} {:>14.6} {:>12.6}   = {} (finer than psys)",
+            "  {:>6}  {:<8} {:>14.ej$} {:>12.ej$}   = {} (finer than psys)",
             "", "", f.energy_j.0, f.uncertainty_j.0, f.rule
         );
     }
