@@ -385,3 +385,45 @@ fn a_very_short_run_states_its_resolution_and_no_self_cost_rate() {
     assert!(text.contains("too short a run"), "{text}");
     assert!(!text.contains("% of one CPU"), "{text}");
 }
+
+/// A restart of a counter whose whole range is within what the domain may draw
+/// between two reads (18-bit counters at 2^-16 J: 4 J against a 75 W bound over
+/// 5 ms plus 50 ms of slack): a wrap and a restart look alike but for the advance,
+/// which the last interval's power does not predict. It once read +13 % as a silent wrap;
+/// now it is reported `ambiguous`, with the energy range a restart would leave,
+/// and the served energy lies within the stated uncertainty.
+#[test]
+fn a_reset_of_a_tiny_counter_is_reported_ambiguous_not_a_silent_wrap() {
+    let fault = Fault::new(FaultKind::Reset, 0, Domain::Package).at(Duration::from_millis(300));
+    let config = running_for_a_while(EmulatorConfig::default())
+        .with_counter_bits(18)
+        .with_esu(16)
+        .with_fault(fault);
+    let m = mount(config);
+    let v = run_json(
+        &m,
+        &[
+            "run", "--json", "-m", "powercap", "-d", "package", "--freq", "200", "--", "sleep", "1",
+        ],
+    );
+    let events = v["counter_events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["kind"] == "ambiguous"),
+        "the restart is not said to be ambiguous: {v}"
+    );
+    assert!(
+        warnings(&v)
+            .iter()
+            .any(|w| w.contains("a wrap or a restart from 0")),
+        "{v}"
+    );
+    let served = m.served_record(Served::Powercap, 0, Domain::Package);
+    let (_, hi) = served.correct_range();
+    let pkg = domain(&v, 0, "package");
+    let (got, u) = (f(&pkg["energy_j"]), f(&pkg["uncertainty_j"]));
+    assert!(
+        (got - hi.0).abs() <= u + 20.0 * 0.03,
+        "{got} ± {u} J does not hold the {} J served",
+        hi.0
+    );
+}

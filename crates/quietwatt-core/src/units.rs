@@ -137,7 +137,10 @@ mod tests {
         assert_eq!(decimals_for(0.0), 6);
         assert_eq!(decimals_for(f64::NAN), 6);
         assert_eq!(decimals_for(1e-15), 9);
-        assert_eq!(format!("{:.*}", decimals_for(0.020008), 15.759969), "15.760");
+        assert_eq!(
+            format!("{:.*}", decimals_for(0.020008), 15.759969),
+            "15.760"
+        );
     }
     use super::*;
 

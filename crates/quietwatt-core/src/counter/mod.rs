@@ -182,12 +182,21 @@ pub enum StepKind {
     BackStep,
     /// A forward move larger than the domain can draw over the interval: nothing counted.
     Jump,
+    /// A decrease that a wrap and a restart from 0 explain equally well: the
+    /// counter's range is so small against what the domain can draw in the
+    /// interval that its position says nothing. The wrap's advance is counted (the
+    /// larger reading); had it restarted, the interval held between the new
+    /// reading and that. Widens the uncertainty as the other anomalies do.
+    Ambiguous,
 }
 
 impl StepKind {
     /// Whether the interval's energy is not (fully) known: a reset, a step back or a jump.
     pub fn is_anomaly(self) -> bool {
-        matches!(self, StepKind::Reset | StepKind::BackStep | StepKind::Jump)
+        matches!(
+            self,
+            StepKind::Reset | StepKind::BackStep | StepKind::Jump | StepKind::Ambiguous
+        )
     }
 
     /// The name used in recordings, JSON and warnings.
@@ -199,6 +208,7 @@ impl StepKind {
             StepKind::Reset => "reset",
             StepKind::BackStep => "backstep",
             StepKind::Jump => "jump",
+            StepKind::Ambiguous => "ambiguous",
         }
     }
 }
@@ -215,6 +225,8 @@ pub struct Marks {
     pub backstep: u64,
     /// Channels that jumped forward implausibly.
     pub jump: u64,
+    /// Channels whose decrease was a wrap or a restart, which could not be told.
+    pub ambiguous: u64,
 }
 
 impl Marks {
@@ -229,6 +241,7 @@ impl Marks {
             StepKind::Reset => self.reset |= bit,
             StepKind::BackStep => self.backstep |= bit,
             StepKind::Jump => self.jump |= bit,
+            StepKind::Ambiguous => self.ambiguous |= bit,
             _ => {}
         }
     }
@@ -243,6 +256,8 @@ impl Marks {
             Some(StepKind::BackStep)
         } else if self.jump & bit != 0 {
             Some(StepKind::Jump)
+        } else if self.ambiguous & bit != 0 {
+            Some(StepKind::Ambiguous)
         } else {
             None
         }
@@ -255,13 +270,14 @@ impl Marks {
             reset: self.reset | o.reset,
             backstep: self.backstep | o.backstep,
             jump: self.jump | o.jump,
+            ambiguous: self.ambiguous | o.ambiguous,
         }
     }
 
     /// Whether no channel is marked.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        (self.reset | self.backstep | self.jump) == 0
+        (self.reset | self.backstep | self.jump | self.ambiguous) == 0
     }
 }
 
@@ -293,6 +309,9 @@ pub struct Counter {
     anomalies: u64,
     /// Time covered by intervals whose energy was not (fully) counted.
     lost_ns: u64,
+    /// Steps counted on ambiguous decreases beyond what a restart would have left:
+    /// how far the count may be above the truth.
+    ambiguity: u128,
     /// Readings after the first, and how many of them moved the counter.
     intervals: u64,
     changes: u64,
@@ -301,6 +320,9 @@ pub struct Counter {
     /// faster than it updates.
     still_max_ns: u64,
     last_move_ns: u64,
+    /// Steps per nanosecond of the last interval counted normally (0: none yet):
+    /// what a wrap's advance is expected to be near.
+    rate: f64,
     /// GCD of the non-zero advances: the counter's real quantum (powercap reports µJ of
     /// a counter that may step in whole joules, as psys does on Sapphire Rapids).
     gcd: u64,
@@ -322,10 +344,12 @@ impl Counter {
             wraps: 0,
             anomalies: 0,
             lost_ns: 0,
+            ambiguity: 0,
             intervals: 0,
             changes: 0,
             still_max_ns: 0,
             last_move_ns: 0,
+            rate: 0.0,
             gcd: 0,
             distinct: false,
         }
@@ -355,11 +379,35 @@ impl Counter {
         let dt = t_ns.saturating_sub(t_old);
         let bound = self.plausible.steps(self.unit, dt);
         let reset = self.plausible.reset_steps(self.unit, dt);
-        let (steps, kind) = classify(self.wrap, old, raw, bound, reset);
+        // What the last interval's power predicts, doubled, plus 1 ms at the bound:
+        // a wrap advancing more than this on a counter too small to tell a wrap
+        // from a restart is ambiguous (u64::MAX before any interval).
+        let expected = if self.rate > 0.0 {
+            let e = 2.0 * self.rate * dt as f64
+                + self
+                    .plausible
+                    .steps_with(self.unit, 1_000_000, Duration::ZERO) as f64;
+            if e >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                e as u64
+            }
+        } else {
+            u64::MAX
+        };
+        let (steps, kind) = classify(self.wrap, old, raw, bound, reset, expected);
+        if dt > 0 && matches!(kind, StepKind::Forward | StepKind::Wrap) {
+            self.rate = steps as f64 / dt as f64;
+        }
         self.last = Some((raw, t_ns));
         self.intervals += 1;
         match kind {
             StepKind::Wrap => self.wraps += 1,
+            // Counted as the wrap it may be; a restart would have left `raw`.
+            StepKind::Ambiguous => {
+                self.anomalies += 1;
+                self.ambiguity += steps.saturating_sub(raw) as u128;
+            }
             k if k.is_anomaly() => {
                 self.anomalies += 1;
                 self.lost_ns += dt;
@@ -420,6 +468,12 @@ impl Counter {
         self.anomalies
     }
 
+    /// How much the count may exceed the truth through ambiguous decreases (each
+    /// counted as a wrap; a restart would have left less).
+    pub fn ambiguity(&self) -> Joules {
+        self.unit.to_joules(self.ambiguity)
+    }
+
     /// Time covered by intervals whose energy was not (fully) counted.
     pub fn lost(&self) -> Duration {
         Duration::from_nanos(self.lost_ns)
@@ -465,7 +519,14 @@ impl Counter {
 /// `bound` and the plausible energy since a restart `reset` (steps), and how many
 /// steps to count.
 #[inline]
-fn classify(wrap: Wrap, old: u64, new: u64, bound: u64, reset: u64) -> (u64, StepKind) {
+fn classify(
+    wrap: Wrap,
+    old: u64,
+    new: u64,
+    bound: u64,
+    reset: u64,
+    expected: u64,
+) -> (u64, StepKind) {
     match wrap {
         Wrap::Modulus(m) => {
             if new >= old {
@@ -476,7 +537,22 @@ fn classify(wrap: Wrap, old: u64, new: u64, bound: u64, reset: u64) -> (u64, Ste
                     (0, StepKind::Jump)
                 }
             } else if m - old + new <= bound {
-                (m - old + new, StepKind::Wrap)
+                // A restart from 0 would look the same when the new reading is
+                // itself plausible since a restart and the whole range is small
+                // against the wrap's bound (a reading near the top is then little
+                // sign of a wrap: a restart lands there a quarter of the time or
+                // more), unless the advance is what the last interval's power
+                // predicts (`expected`, u64::MAX if unknown).
+                let advance = m - old + new;
+                let kind = if new <= reset
+                    && m <= bound.saturating_mul(4)
+                    && (expected == u64::MAX || advance > expected)
+                {
+                    StepKind::Ambiguous
+                } else {
+                    StepKind::Wrap
+                };
+                (advance, kind)
             } else if new <= reset {
                 // Restarted from 0: the reading is the energy since the restart.
                 (new, StepKind::Reset)

@@ -548,6 +548,7 @@ impl Meter {
                     to_raw: e.step.to,
                     counted_j: c.joules(e.step.steps),
                     plausible_j: c.joules(e.step.bound),
+                    restart_j: c.joules(e.step.to),
                 }
             })
             .collect();
@@ -679,8 +680,12 @@ fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
     let quantum = c.quantum();
     // Each interval lost to an anomaly is bounded by readings that lag by up to one
     // update each: one more update's energy per anomaly.
-    let u =
-        quantum.0 + power * update * (1 + c.anomalies()) as f64 + power * c.lost().as_secs_f64();
+    // An ambiguous decrease (a wrap or a restart) is counted as a wrap: the truth
+    // may be lower by what a restart would not have counted.
+    let u = quantum.0
+        + power * update * (1 + c.anomalies()) as f64
+        + power * c.lost().as_secs_f64()
+        + c.ambiguity().0;
     let uncertainty = if intervals == 0 {
         Joules(0.0)
     } else {
@@ -708,6 +713,10 @@ fn event_warning(e: &CounterEventReport, c: &Channel) -> String {
             e.counted_j.0
         ),
         "backstep" => "stepped back: not a wrap (a wrap would mean more energy than the domain can draw in that interval); counted 0 J for the interval".to_string(),
+        "ambiguous" => format!(
+            "decreased: a wrap or a restart from 0, which a counter of so small a range cannot tell apart (read it faster); counted {:.6} J as a wrap, a restart would leave between {:.6} J and that",
+            e.counted_j.0, e.restart_j.0
+        ),
         _ => "jumped forward by more than the domain can draw in that interval; counted 0 J for the interval".to_string(),
     };
     format!(

@@ -52,7 +52,7 @@ pub struct CounterEventReport {
     pub domain: String,
     /// Seconds from the first reading.
     pub t_s: f64,
-    /// `reset`, `backstep` or `jump`.
+    /// `reset`, `backstep`, `jump` or `ambiguous`.
     pub kind: &'static str,
     /// The raw reading before.
     pub from_raw: u64,
@@ -62,6 +62,9 @@ pub struct CounterEventReport {
     pub counted_j: Joules,
     /// The most the domain could plausibly draw over the interval.
     pub plausible_j: Joules,
+    /// The new reading as energy: what a restart from 0 would have counted (the
+    /// low end of an `ambiguous` interval's energy).
+    pub restart_j: Joules,
 }
 
 /// A measurement's result.

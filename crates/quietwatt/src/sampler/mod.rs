@@ -4,7 +4,7 @@
 //! The loop allocates nothing, takes no lock, formats nothing and writes nothing:
 //! per tick it costs one timerfd `read`, the source's reads (one `pread` per
 //! powercap zone, one `read` per perf event) and a copy into the ring. A record
-//! on the ring is exactly [`HEADER_WORDS`] + one word per channel (48 bytes for
+//! on the ring is exactly [`HEADER_WORDS`] + one word per channel (80 bytes for
 //! two channels, not a fixed 64-channel struct), so that the ring stays in the
 //! cache: every slot written is a cache line that must be fetched first. Deadlines
 //! that pass while it is busy are counted, and the next record's deltas cover them,
@@ -30,8 +30,8 @@ pub const MAX_CHANNELS: usize = 64;
 
 /// Words before the deltas in a record on the ring: `t_ns`, `interval_ns`,
 /// `missed << 32 | merged`, `freq_hz` as bits, and the [`Marks`] (reset, step back,
-/// jump masks).
-pub const HEADER_WORDS: usize = 7;
+/// jump, ambiguous masks).
+pub const HEADER_WORDS: usize = 8;
 
 /// One sample: raw counter steps, converted on the writer side. On the ring it is
 /// [`Record::header`] followed by the deltas; this struct holds a sample the full
@@ -146,6 +146,7 @@ pub(crate) fn header(
         marks.reset,
         marks.backstep,
         marks.jump,
+        marks.ambiguous,
     ]
 }
 
@@ -153,10 +154,11 @@ pub(crate) fn header(
 #[inline]
 pub(crate) fn marks_of(words: &[u64]) -> Marks {
     match words {
-        [_, _, _, _, reset, backstep, jump, ..] => Marks {
+        [_, _, _, _, reset, backstep, jump, ambiguous, ..] => Marks {
             reset: *reset,
             backstep: *backstep,
             jump: *jump,
+            ambiguous: *ambiguous,
         },
         _ => Marks::default(),
     }

@@ -68,8 +68,9 @@ pub struct Metadata {
 pub const COLUMNS: &str = "timestamp_ns: CLOCK_MONOTONIC ns of the read; energy_j: joules since the previous row of that domain \
 (a row after a gap covers the gap); power_w: energy_j over that interval; missed: sampling deadlines that passed without a read \
 since the previous row (this row's interval and energy span them); merged: reads folded into this row because the writer fell behind; freq_hz: the sampling rate in force; \
-counter: empty, or reset/backstep/jump when the counter restarted from 0, stepped back or jumped during this row's interval \
-(energy_j then holds only what can be counted: the energy since a restart, or 0)";
+counter: empty, or reset/backstep/jump/ambiguous when the counter restarted from 0, stepped back, jumped, or decreased in a way \
+a wrap and a restart explain alike during this row's interval \
+(energy_j then holds only what can be counted: the energy since a restart, 0, or for ambiguous the wrap's advance, the most it can be)";
 
 impl Metadata {
     /// The fields every recording carries: tool version, host, kernel, CPU model (from

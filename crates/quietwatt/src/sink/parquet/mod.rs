@@ -258,7 +258,7 @@ pub struct ParquetSink {
     /// Each channel's socket and domain name, ready to copy into a row.
     labels: Vec<(i32, ByteArray)>,
     /// The `counter` names, ready to copy.
-    marks: [(StepKind, ByteArray); 3],
+    marks: [(StepKind, ByteArray); 4],
     /// Samples in the row groups written, and in memory.
     kept: u64,
     pending: u64,
@@ -320,8 +320,13 @@ impl ParquetSink {
             kv: Vec::new(),
             rows: Columns::default(),
             labels: Vec::new(),
-            marks: [StepKind::Reset, StepKind::BackStep, StepKind::Jump]
-                .map(|k| (k, ByteArray::from(k.name()))),
+            marks: [
+                StepKind::Reset,
+                StepKind::BackStep,
+                StepKind::Jump,
+                StepKind::Ambiguous,
+            ]
+            .map(|k| (k, ByteArray::from(k.name()))),
             kept: 0,
             pending: 0,
             rows_written: 0,
