@@ -190,6 +190,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     )?;
     let mut meter = Meter::new(source);
     super::print_notes(&meter);
+    // What stderr says about the counters goes into the JSON too.
+    let notes = meter.notes().to_vec();
     // A fixed rate at which a counter could wrap twice unseen is raised by the
     // engine, with a warning in the summary and the JSON.
     let mut meta = Metadata::new(meter.label(), &config.rate, &env.root);
@@ -292,6 +294,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             env.is_emulated(),
             &config.rate,
         );
+        v["notes"] = notes.clone().into();
         if let Some(s) = status {
             v["exit_code"] = super::exit_code(s).into();
         }

@@ -142,6 +142,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
     let mut meter = Meter::new(source);
     super::print_notes(&meter);
+    // What stderr says about the counters goes into the JSON too.
+    let notes = meter.notes().to_vec();
     let freq = match meter.mode() {
         // The kernel's rate, set when the source was opened.
         Mode::Buffered { freq, .. } => FreqArg::Fixed(freq),
@@ -189,6 +191,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
     if args.json {
         let mut v = summary_json(&m, exit_code, env.is_emulated(), &config.rate);
+        v["notes"] = notes.clone().into();
         if let Some(e) = &estimate {
             v["model_estimate"] = serde_json::to_value(e).unwrap_or_default();
         }
