@@ -77,19 +77,32 @@ fn read_u32(root: &SysRoot, rel: &str) -> Result<u32> {
     })
 }
 
-/// Parses the kernel's CPU list syntax (`0-3,8,10-11`).
+/// The highest CPU number a CPU list may name: the kernel's largest `NR_CPUS`
+/// (`CONFIG_NR_CPUS_RANGE_END`, 8192 on x86_64 with MAXSMP), with room to spare. A
+/// list beyond it is not the kernel's (a broken or hostile file): `0-2049604145` once
+/// made quietwatt allocate 8 GB (found by `scripts/fuzz.sh`).
+pub const MAX_CPU: u32 = 65_535;
+
+/// Parses the kernel's CPU list syntax (`0-3,8,10-11`); `None` for anything else,
+/// or for a CPU above [`MAX_CPU`].
 pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for part in s.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if a > b {
+                if a > b || b > MAX_CPU || out.len() + (b - a) as usize > MAX_CPU as usize + 1 {
                     return None;
                 }
                 out.extend(a..=b);
             }
-            None => out.push(part.parse().ok()?),
+            None => {
+                let c: u32 = part.parse().ok()?;
+                if c > MAX_CPU || out.len() > MAX_CPU as usize {
+                    return None;
+                }
+                out.push(c);
+            }
         }
     }
     (!out.is_empty()).then_some(out)
@@ -107,6 +120,10 @@ mod tests {
         );
         assert_eq!(parse_cpu_list("0"), Some(vec![0]));
         assert_eq!(parse_cpu_list("3-1"), None);
+        // Not the kernel's: refused, not an 8 GB allocation.
+        assert_eq!(parse_cpu_list("000003-2049604145"), None);
+        assert_eq!(parse_cpu_list("70000"), None);
+        assert_eq!(parse_cpu_list(&"0-65535,".repeat(3)), None);
         assert_eq!(parse_cpu_list(""), None);
         assert_eq!(parse_cpu_list("a-b"), None);
     }

@@ -10,6 +10,7 @@
 //! `serve.rs` for why this small HTTP/1.x subset is written here.
 
 use crate::exit::Failure;
+use quietwatt::export::http::{authorized, head_end, parse_head, RequestHead};
 use quietwatt::export::prometheus::{render, Exposition, ExpositionFormat};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -89,7 +90,7 @@ impl Pending {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return Progress::Closed,
             }
-            if let Some(end) = find_end(&self.buf) {
+            if let Some(end) = head_end(&self.buf) {
                 self.buf.truncate(end);
                 return Progress::Done(String::from_utf8_lossy(&self.buf).into_owned());
             }
@@ -253,12 +254,6 @@ fn serve_one(mut stream: TcpStream, head: &str, published: &Published) {
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
-fn find_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
-}
-
 type Reply = (
     u16,
     &'static str,
@@ -269,22 +264,12 @@ type Reply = (
 
 /// Answers a request head; `None` when it is not HTTP.
 fn handle(head: &str, published: &Published) -> Option<Reply> {
-    let mut lines = head.lines();
-    let mut parts = lines.next()?.split(' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    let mut accept = None;
-    let mut authorization = None;
-    for line in lines {
-        let (k, v) = line.split_once(':')?;
-        match k.trim().to_ascii_lowercase().as_str() {
-            "accept" => accept = Some(v.trim()),
-            "authorization" => authorization = Some(v.trim()),
-            _ => {}
-        }
-    }
+    let RequestHead {
+        method,
+        target,
+        accept,
+        authorization,
+    } = parse_head(head)?;
     let head_only = match method {
         "GET" => false,
         "HEAD" => true,
@@ -299,16 +284,7 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
         }
     };
     if let Some(expected) = &published.auth {
-        // The scheme is case-insensitive (RFC 7235: `basic` is `Basic`); the
-        // credentials are compared in constant time.
-        let same = |a: &str| match (a.split_once(' '), expected.split_once(' ')) {
-            (Some((scheme, cred)), Some((want_scheme, want))) => {
-                scheme.eq_ignore_ascii_case(want_scheme)
-                    && constant_time_eq(cred.trim_start().as_bytes(), want.as_bytes())
-            }
-            _ => false,
-        };
-        if !authorization.is_some_and(same) {
+        if !authorized(authorization, expected) {
             return Some((
                 401,
                 "text/plain",
@@ -353,12 +329,6 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
             head_only,
         )),
     }
-}
-
-/// Compares without stopping at the first difference, so the time taken does not
-/// tell how much of a guessed password was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn response(
