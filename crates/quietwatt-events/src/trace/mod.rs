@@ -26,11 +26,12 @@ pub enum TraceError {
         source: io::Error,
     },
     /// A line is not what quietwatt writes.
-    #[error("{path}:{line}: {why}")]
+    #[error("{}{}: {why}", path.display(), if *line > 0 { format!(":{line}") } else { String::new() })]
     Format {
         /// The file.
         path: PathBuf,
-        /// 1-based line number (0 in a Parquet file: the file as a whole).
+        /// 1-based line number (0: the file as a whole, a Parquet file's or bytes
+        /// that are not text).
         line: usize,
         /// What is wrong.
         why: String,

@@ -579,6 +579,20 @@ pub struct Recorded {
 /// `record --events` and the tests; a data frame library reads it faster). A file
 /// that is not one is an [`io::ErrorKind::InvalidData`] error saying why.
 pub fn read(path: &Path) -> io::Result<Recorded> {
+    // The parquet crate asserts on some damaged inputs (a varint longer than ten
+    // bytes panicked in its bit reader: found by scripts/fuzz.sh): a damaged file
+    // is an error here, never a panic of the caller.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_unguarded(path))).unwrap_or_else(
+        |_| {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a damaged Parquet file: its decoder failed on it",
+            ))
+        },
+    )
+}
+
+fn read_unguarded(path: &Path) -> io::Result<Recorded> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::Field;
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);

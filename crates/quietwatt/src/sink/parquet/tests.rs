@@ -305,3 +305,17 @@ fn a_pipe_is_refused_with_what_to_do() {
     assert!(err.to_string().contains("regular file"), "{err}");
     assert!(err.to_string().contains("CSV"), "{err}");
 }
+
+#[test]
+fn a_damaged_file_the_decoder_asserts_on_is_an_error_not_a_panic() {
+    // Found by scripts/fuzz.sh: a varint of more than ten bytes in a page.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.parquet");
+    std::fs::write(
+        &p,
+        include_bytes!("../../../tests/vectors/fuzz-parquet-vlq-overflow.parquet"),
+    )
+    .unwrap();
+    let e = read(&p).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+}
