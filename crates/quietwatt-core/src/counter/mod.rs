@@ -320,9 +320,9 @@ pub struct Counter {
     /// faster than it updates.
     still_max_ns: u64,
     last_move_ns: u64,
-    /// Steps per nanosecond of the last interval counted normally (0: none yet):
-    /// what a wrap's advance is expected to be near.
-    rate: f64,
+    /// Steps and nanoseconds of the last interval counted normally ((0, 0): none
+    /// yet): what a wrap's advance is expected to be near.
+    last_counted: (u64, u64),
     /// GCD of the non-zero advances: the counter's real quantum (powercap reports µJ of
     /// a counter that may step in whole joules, as psys does on Sapphire Rapids).
     gcd: u64,
@@ -349,7 +349,7 @@ impl Counter {
             changes: 0,
             still_max_ns: 0,
             last_move_ns: 0,
-            rate: 0.0,
+            last_counted: (0, 0),
             gcd: 0,
             distinct: false,
         }
@@ -378,26 +378,16 @@ impl Counter {
         };
         let dt = t_ns.saturating_sub(t_old);
         let bound = self.plausible.steps(self.unit, dt);
-        let reset = self.plausible.reset_steps(self.unit, dt);
-        // What the last interval's power predicts, doubled, plus 1 ms at the bound:
-        // a wrap advancing more than this on a counter too small to tell a wrap
-        // from a restart is ambiguous (u64::MAX before any interval).
-        let expected = if self.rate > 0.0 {
-            let e = 2.0 * self.rate * dt as f64
-                + self
-                    .plausible
-                    .steps_with(self.unit, 1_000_000, Duration::ZERO) as f64;
-            if e >= u64::MAX as f64 {
-                u64::MAX
-            } else {
-                e as u64
-            }
-        } else {
-            u64::MAX
+        // The bounds a decrease needs are computed only on a decrease.
+        let judge = Judge {
+            plausible: self.plausible,
+            unit: self.unit,
+            dt,
+            last: self.last_counted,
         };
-        let (steps, kind) = classify(self.wrap, old, raw, bound, reset, expected);
+        let (steps, kind) = classify(self.wrap, old, raw, bound, &judge);
         if dt > 0 && matches!(kind, StepKind::Forward | StepKind::Wrap) {
-            self.rate = steps as f64 / dt as f64;
+            self.last_counted = (steps, dt);
         }
         self.last = Some((raw, t_ns));
         self.intervals += 1;
@@ -515,18 +505,48 @@ impl Counter {
     }
 }
 
+/// What a decrease is judged against, computed only when one happens (the forward
+/// path, every reading, needs the bound alone).
+struct Judge {
+    plausible: Plausible,
+    unit: EnergyUnit,
+    dt: u64,
+    /// Steps and nanoseconds of the last interval counted normally.
+    last: (u64, u64),
+}
+
+impl Judge {
+    /// The plausible energy since a restart within the interval, in steps.
+    #[inline]
+    fn reset(&self) -> u64 {
+        self.plausible.reset_steps(self.unit, self.dt)
+    }
+
+    /// What the last interval's power predicts for this one, doubled, plus 1 ms at
+    /// the bound (`None` before any interval: nothing is predicted).
+    #[inline]
+    fn expected(&self) -> Option<u64> {
+        let (steps, ns) = self.last;
+        if ns == 0 {
+            return None;
+        }
+        let e = 2.0 * steps as f64 * self.dt as f64 / ns as f64
+            + self
+                .plausible
+                .steps_with(self.unit, 1_000_000, Duration::ZERO) as f64;
+        Some(if e >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            e as u64
+        })
+    }
+}
+
 /// What `old -> new` means for a counter with `wrap`, given the plausible advance
-/// `bound` and the plausible energy since a restart `reset` (steps), and how many
-/// steps to count.
+/// `bound` (steps) and what a decrease is judged against, and how many steps to
+/// count.
 #[inline]
-fn classify(
-    wrap: Wrap,
-    old: u64,
-    new: u64,
-    bound: u64,
-    reset: u64,
-    expected: u64,
-) -> (u64, StepKind) {
+fn classify(wrap: Wrap, old: u64, new: u64, bound: u64, judge: &Judge) -> (u64, StepKind) {
     match wrap {
         Wrap::Modulus(m) => {
             if new >= old {
@@ -542,18 +562,18 @@ fn classify(
                 // against the wrap's bound (a reading near the top is then little
                 // sign of a wrap: a restart lands there a quarter of the time or
                 // more), unless the advance is what the last interval's power
-                // predicts (`expected`, u64::MAX if unknown).
+                // predicts.
                 let advance = m - old + new;
-                let kind = if new <= reset
-                    && m <= bound.saturating_mul(4)
-                    && (expected == u64::MAX || advance > expected)
+                let kind = if m <= bound.saturating_mul(4)
+                    && new <= judge.reset()
+                    && judge.expected().is_none_or(|e| advance > e)
                 {
                     StepKind::Ambiguous
                 } else {
                     StepKind::Wrap
                 };
                 (advance, kind)
-            } else if new <= reset {
+            } else if new <= judge.reset() {
                 // Restarted from 0: the reading is the energy since the restart.
                 (new, StepKind::Reset)
             } else {
