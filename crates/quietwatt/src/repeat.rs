@@ -286,9 +286,63 @@ pub fn verdict(welch: Option<&Welch>, ratio: Option<&Ratio>) -> Verdict {
     }
 }
 
+/// What a gate "no more than `pct` % above the reference" concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum GateOutcome {
+    /// The ratio's interval lies wholly at or below the limit.
+    Pass,
+    /// Significantly more, and the ratio's interval lies wholly above the limit.
+    Regression,
+    /// The interval straddles the limit: the runs cannot tell.
+    Inconclusive,
+}
+
+/// The gate's outcome for a comparison's `verdict` and `ratio`, with the limit
+/// `1 + pct / 100`.
+pub fn gate(verdict: Verdict, ratio: &Ratio, pct: f64) -> GateOutcome {
+    let limit = 1.0 + pct / 100.0;
+    if verdict == Verdict::More && ratio.ci[0] > limit {
+        GateOutcome::Regression
+    } else if ratio.ci[1] > limit {
+        GateOutcome::Inconclusive
+    } else {
+        GateOutcome::Pass
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gate_passes_fails_or_says_it_cannot_tell() {
+        let r = |lo: f64, hi: f64| Ratio {
+            estimate: (lo + hi) / 2.0,
+            ci: [lo, hi],
+            confidence: CONFIDENCE,
+        };
+        assert_eq!(
+            gate(Verdict::More, &r(1.6, 1.9), 50.0),
+            GateOutcome::Regression
+        );
+        assert_eq!(gate(Verdict::Less, &r(0.5, 0.9), 50.0), GateOutcome::Pass);
+        assert_eq!(
+            gate(Verdict::NoSignificantDifference, &r(0.9, 1.4), 50.0),
+            GateOutcome::Pass
+        );
+        // The tester's case: 1.30 [0.30, 5.62] against 50 % once passed silently.
+        assert_eq!(
+            gate(Verdict::NoSignificantDifference, &r(0.30, 5.62), 50.0),
+            GateOutcome::Inconclusive
+        );
+        // Significantly more, but not surely by more than the limit.
+        assert_eq!(
+            gate(Verdict::More, &r(1.2, 1.8), 50.0),
+            GateOutcome::Inconclusive
+        );
+    }
 
     #[test]
     fn summary_by_hand() {

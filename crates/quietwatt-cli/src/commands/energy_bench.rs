@@ -286,12 +286,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             .zip(summaries[i].duration.as_ref())
             .and_then(|(a, b)| repeat::ratio(a, b));
         if let (Some(pct), Some(r)) = (args.fail_if_more_than, &ratio) {
-            let limit = 1.0 + pct / 100.0;
-            if verdict == Verdict::More && r.ci[0] > limit {
-                gate_failed.push(i);
-            } else if r.ci[1] > limit {
-                // Neither surely above nor surely below the limit.
-                gate_undecided.push(i);
+            match repeat::gate(verdict, r, pct) {
+                repeat::GateOutcome::Regression => gate_failed.push(i),
+                repeat::GateOutcome::Inconclusive => gate_undecided.push(i),
+                _ => {}
             }
         }
         comparisons.push((i, welch, ratio, rank, verdict, time_ratio));
