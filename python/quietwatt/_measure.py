@@ -1,6 +1,8 @@
 """Energy of a block (``with measure()``) or of each call of a function
-(``@measure_energy``): the counters are read at the start and at the end only, on
-the caller's thread. No thread, no process: the cheapest way to measure."""
+(``@measure_energy``): the counters are read at the start and at the end on the
+caller's thread, and in between only by a guard thread that wakes twice per safe
+period (every half minute or more on real RAPL counters) so that no counter can
+wrap twice unseen. No samples kept: the cheapest way to measure."""
 
 from __future__ import annotations
 

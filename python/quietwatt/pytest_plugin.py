@@ -3,7 +3,7 @@ JSON report, and a budget that fails the run.
 
 Registered through the package's ``pytest11`` entry point; it only adds options,
 and measures nothing unless ``--energy`` is given. Each test's call phase is
-measured with two counter reads (no thread), so the plugin adds microseconds per
+measured with two counter reads (and the wrap guard between them), so the plugin adds microseconds per
 test. Options:
 
 ``--energy``                 measure each test

@@ -37,14 +37,16 @@ fn channel(socket: u32, domain: Domain, modulus: u64) -> Channel {
 
 #[test]
 fn report_corrects_wraps_and_totals_packages_plus_dram_only() {
-    let m = 1_000_000;
+    // A 1 kJ range: large against what 500 W can draw in the interval, so the
+    // decrease is a wrap, not ambiguous with a restart (a 1 J range would be).
+    let m = 1_000_000_000;
     let src = Scripted {
         channels: vec![
             channel(0, Domain::Package, m),
             channel(0, Domain::Core, m),
             channel(0, Domain::Dram, m),
         ],
-        values: vec![vec![900_000, 100, 0], vec![100_000, 600_100, 250_000]],
+        values: vec![vec![999_900_000, 100, 0], vec![100_000, 600_100, 250_000]],
         next: 0,
     };
     let mut meter = Meter::new(Box::new(src));
@@ -296,10 +298,11 @@ fn the_meter_fed_a_tpmi_perf_count_across_a_hardware_wrap_reports_the_truth() {
 /// notes, and refuses to read with a typed error rather than pretending to.
 #[test]
 fn a_meter_for_channels_is_fed_like_a_reading_one_and_cannot_read() {
-    let m = 1_000_000;
+    // A 1 kJ range: the decrease is a wrap (see report_corrects_wraps_...).
+    let m = 1_000_000_000;
     let channels = vec![channel(0, Domain::Package, m), channel(0, Domain::Dram, m)];
     let values = vec![
-        vec![900_000, 0],
+        vec![999_900_000, 0],
         vec![100_000, 250_000],
         vec![300_000, 260_000],
     ];
