@@ -134,21 +134,20 @@ fn sigterm_leaves_no_built_in_emulator_mounted() {
     // process stays a zombie until the connection is aborted through
     // /sys/fs/fuse/connections/N/abort); serving the emulator from a child process
     // would end that, and is left to do.
-    for sig in [libc::SIGTERM] {
-        let (mut child, at) = emulated_record();
-        std::thread::sleep(Duration::from_millis(200));
-        // SAFETY: kill(2) on our own child.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-        let status = child.wait().unwrap();
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-        assert!(
-            !mounts.contains(&at),
-            "signal {sig} ({status}) left {at} mounted:\n{mounts}"
-        );
-        // Whatever is left at the path is a plain directory, not a dead mount.
-        if let Err(e) = std::fs::metadata(&at) {
-            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{at}: {e}");
-        }
-        let _ = std::fs::remove_dir(&at);
+    let sig = libc::SIGTERM;
+    let (mut child, at) = emulated_record();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    let status = child.wait().unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(&at),
+        "signal {sig} ({status}) left {at} mounted:\n{mounts}"
+    );
+    // Whatever is left at the path is a plain directory, not a dead mount.
+    if let Err(e) = std::fs::metadata(&at) {
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{at}: {e}");
     }
+    let _ = std::fs::remove_dir(&at);
 }
