@@ -15,6 +15,10 @@ pub struct IdleEvents {
     counters: EventCounters,
     base: Vec<u64>,
     now: Vec<u64>,
+    /// The reading before `now` (exported counters never go back).
+    prev: Vec<u64>,
+    /// CPUs whose idle states cpuidle counts; the others are counted by BPF.
+    with_cpuidle: std::collections::BTreeSet<u32>,
 }
 
 impl IdleEvents {
@@ -41,32 +45,34 @@ impl IdleEvents {
             )
         })?;
         let now = base.clone();
+        let with_cpuidle = counters
+            .channels()
+            .iter()
+            .filter(|c| matches!(c.event, Event::CpuidleUsage(_)))
+            .map(|c| c.cpu)
+            .collect();
         Ok(IdleEvents {
             counters,
+            prev: base.clone(),
             base,
             now,
+            with_cpuidle,
         })
     }
 
     /// Reads the counters: the idle states and wake-ups since the first reading,
     /// or why they could not be read.
     pub fn read(&mut self) -> Result<(Vec<IdleSeries>, Vec<WakeupSeries>), String> {
-        let before = self.now.clone();
+        self.prev.copy_from_slice(&self.now);
         self.counters
             .read(&mut self.now)
             .map_err(|e| e.to_string())?;
         // Exported counters never go back: the BPF idle time includes the period in
         // progress, which the program may close a few microseconds earlier than read.
-        for (n, b) in self.now.iter_mut().zip(&before) {
-            *n = (*n).max(*b);
+        for (n, p) in self.now.iter_mut().zip(&self.prev) {
+            *n = (*n).max(*p);
         }
-        let with_cpuidle: std::collections::BTreeSet<u32> = self
-            .counters
-            .channels()
-            .iter()
-            .filter(|c| matches!(c.event, Event::CpuidleUsage(_)))
-            .map(|c| c.cpu)
-            .collect();
+        let with_cpuidle = &self.with_cpuidle;
         let mut idle: BTreeMap<(u32, u32), IdleSeries> = BTreeMap::new();
         let mut wakeups: BTreeMap<u32, u64> = BTreeMap::new();
         for ((c, &now), &base) in self
