@@ -137,6 +137,18 @@ fn sigterm_leaves_no_built_in_emulator_mounted() {
     let sig = libc::SIGTERM;
     let (mut child, at) = emulated_record();
     std::thread::sleep(Duration::from_millis(200));
+    // While it runs, the mount is quietwatt's alone: in its mount table, never in
+    // ours (as root; this suite runs as root for FUSE).
+    let theirs = std::fs::read_to_string(format!("/proc/{}/mounts", child.id())).unwrap();
+    assert!(
+        theirs.contains(&at),
+        "{at} is not mounted for quietwatt:\n{theirs}"
+    );
+    let ours = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !ours.contains(&at),
+        "{at} is visible outside quietwatt's namespace"
+    );
     // SAFETY: kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
     let status = child.wait().unwrap();
