@@ -154,6 +154,55 @@ fn an_implausible_jump_adds_nothing_msr() {
     check_step(FaultKind::Jump, Served::Msr);
 }
 
+/// A 3 J core jump at 100 Hz is 300 W over the interval: under core's own bound
+/// (twice its stated limit, or 450 W where none is stated) but far above its package's
+/// advance. Before the package check it was counted (core 39.02 J against 36.04 J
+/// served, no event); now the excess is dropped and reported.
+#[test]
+fn a_core_jump_under_its_own_bound_but_above_its_package_is_dropped() {
+    let fault = Fault::new(FaultKind::Jump, 0, Domain::Core)
+        .at(Duration::from_millis(300))
+        .amount(quietwatt_emulator::Microjoules(3_000_000));
+    let m = mount(running_for_a_while(EmulatorConfig::default()).with_fault(fault));
+    let v = run_json(
+        &m,
+        &[
+            "run", "--json", "-m", "powercap", "--freq", "100", "--", "sleep", "1",
+        ],
+    );
+    let served = m.served_record(Served::Powercap, 0, Domain::Core);
+    assert_eq!(served.steps, 1, "{served:?}");
+    let (lo, hi) = served.correct_range();
+    let core = domain(&v, 0, "core");
+    let (got, u) = (f(&core["energy_j"]), f(&core["uncertainty_j"]));
+    assert!(
+        got >= lo.0 - 0.05 && got <= hi.0 + u,
+        "core {got} ± {u} J outside [{}, {}] J served (+3 J before)",
+        lo.0,
+        hi.0
+    );
+    assert!(
+        got < hi.0 + 1.0,
+        "the jump was counted: {got} J, {} J served",
+        hi.0
+    );
+    let events = v["counter_events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "above_package" && e["domain"] == "0/core"),
+        "{v}"
+    );
+    assert!(
+        warnings(&v)
+            .iter()
+            .any(|w| w.starts_with("0/core") && w.contains("more than its package")),
+        "{v}"
+    );
+    // The package itself is untouched.
+    assert_eq!(f(&domain(&v, 0, "package")["anomalies"]), 0.0, "{v}");
+}
+
 /// A recording marks the row whose energy is not fully known, and its file total is
 /// the run's.
 #[test]

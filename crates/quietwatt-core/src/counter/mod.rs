@@ -188,6 +188,11 @@ pub enum StepKind {
     /// larger reading); had it restarted, the interval held between the new
     /// reading and that. Widens the uncertainty as the other anomalies do.
     Ambiguous,
+    /// A subdomain (core, uncore) that advanced more than its package over the
+    /// same interval, beyond resolution and beyond what a read skew between the
+    /// two explains (checked at the next reading, which a skew pays back): only
+    /// the package's advance was counted for it. Marked in recordings as a jump.
+    AbovePackage,
 }
 
 impl StepKind {
@@ -195,7 +200,11 @@ impl StepKind {
     pub fn is_anomaly(self) -> bool {
         matches!(
             self,
-            StepKind::Reset | StepKind::BackStep | StepKind::Jump | StepKind::Ambiguous
+            StepKind::Reset
+                | StepKind::BackStep
+                | StepKind::Jump
+                | StepKind::Ambiguous
+                | StepKind::AbovePackage
         )
     }
 
@@ -209,6 +218,7 @@ impl StepKind {
             StepKind::BackStep => "backstep",
             StepKind::Jump => "jump",
             StepKind::Ambiguous => "ambiguous",
+            StepKind::AbovePackage => "above_package",
         }
     }
 }
@@ -240,7 +250,7 @@ impl Marks {
         match kind {
             StepKind::Reset => self.reset |= bit,
             StepKind::BackStep => self.backstep |= bit,
-            StepKind::Jump => self.jump |= bit,
+            StepKind::Jump | StepKind::AbovePackage => self.jump |= bit,
             StepKind::Ambiguous => self.ambiguous |= bit,
             _ => {}
         }
@@ -312,6 +322,9 @@ pub struct Counter {
     /// Steps counted on ambiguous decreases beyond what a restart would have left:
     /// how far the count may be above the truth.
     ambiguity: u128,
+    /// Steps of the last interval held back from the total until the next reading
+    /// tells whether they were a read skew or a jump ([`Counter::withhold`]).
+    withheld: u64,
     /// Readings after the first, and how many of them moved the counter.
     intervals: u64,
     changes: u64,
@@ -345,6 +358,7 @@ impl Counter {
             anomalies: 0,
             lost_ns: 0,
             ambiguity: 0,
+            withheld: 0,
             intervals: 0,
             changes: 0,
             still_max_ns: 0,
@@ -462,6 +476,37 @@ impl Counter {
     /// counted as a wrap; a restart would have left less).
     pub fn ambiguity(&self) -> Joules {
         self.unit.to_joules(self.ambiguity)
+    }
+
+    /// Holds back up to `steps` of the last interval's count from the total (a
+    /// check against another counter failed, and only the next reading can tell a
+    /// read skew from a jump); returns the steps held. They are given back or
+    /// dropped by [`Counter::settle`].
+    pub fn withhold(&mut self, steps: u64) -> u64 {
+        let steps = (steps as u128).min(self.total) as u64;
+        self.total -= steps as u128;
+        self.withheld = self.withheld.saturating_add(steps);
+        steps
+    }
+
+    /// Settles what [`Counter::withhold`] held back: `release` steps of it return
+    /// to the total, the rest is dropped as an anomaly covering `dt_ns` (the
+    /// interval it was counted in). Returns the steps dropped.
+    pub fn settle(&mut self, release: u64, dt_ns: u64) -> u64 {
+        let release = release.min(self.withheld);
+        let dropped = self.withheld - release;
+        self.total += release as u128;
+        self.withheld = 0;
+        if dropped > 0 {
+            self.anomalies += 1;
+            self.lost_ns += dt_ns;
+        }
+        dropped
+    }
+
+    /// Steps held back and not yet settled: the total may be short by this much.
+    pub fn withheld(&self) -> Joules {
+        self.unit.to_joules(self.withheld as u128)
     }
 
     /// Time covered by intervals whose energy was not (fully) counted.

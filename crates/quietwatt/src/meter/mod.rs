@@ -56,6 +56,29 @@ struct Tally {
     /// allocates nothing, and counted beyond its capacity.
     events: Vec<CounterEvent>,
     events_dropped: u64,
+    /// For a core or uncore channel, the index of its package's channel.
+    parents: Vec<Option<usize>>,
+    /// Each channel's previous raw reading (the last step's `from`).
+    from: Vec<u64>,
+    /// What a subdomain counted beyond its package and is held back until the
+    /// next reading ([`Tally::check_subdomains`]).
+    pending: Vec<Pending>,
+}
+
+/// A subdomain's advance beyond its package's, held back for one reading.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    /// Steps held back (0: nothing pending).
+    steps: u64,
+    /// The interval it was counted in: its end and length.
+    t_ns: u64,
+    dt_ns: u64,
+    /// Its raw readings.
+    from: u64,
+    to: u64,
+    /// What was counted for it, and the package's advance plus resolution.
+    counted: u64,
+    bound: u64,
 }
 
 impl Tally {
@@ -74,7 +97,125 @@ impl Tally {
             last_change_ns: vec![0; n],
             events: Vec::with_capacity(EVENTS_KEPT),
             events_dropped: 0,
+            parents: channels
+                .iter()
+                .map(|c| {
+                    let parent = c.id.domain.parent()?;
+                    channels.iter().position(|p| {
+                        p.id.domain == parent && p.id.socket == c.id.socket && p.id.die == c.id.die
+                    })
+                })
+                .collect(),
+            from: vec![0; n],
+            pending: vec![Pending::default(); n],
         }
+    }
+
+    /// Keeps `e` if there is room (preallocated), counts it otherwise.
+    fn record(&mut self, e: CounterEvent) {
+        if self.events.len() < self.events.capacity() {
+            self.events.push(e);
+        } else {
+            self.events_dropped += 1;
+        }
+    }
+
+    /// A core or uncore counter cannot advance more than its package over the same
+    /// interval, beyond the two counters' resolution. The channels of one sample
+    /// are read one after another, so a reader stalled between the package's read
+    /// and the core's (or a RAPL update landing between them) makes core lead
+    /// package for one interval, and lag it by as much in the next; one interval
+    /// cannot tell that from a jump. So the excess is held back from the count and
+    /// from the row, and settled at the next reading where the package moved: if
+    /// that interval's headroom (package minus core) pays it back, it was a skew and
+    /// is counted there; if not, it was a jump, dropped and reported as an
+    /// `above_package` event (the jump's interval keeps the package's advance). A
+    /// last interval's excess stays held back, inside the uncertainty. Intervals in
+    /// which the package did not move are not judged (between its updates, or
+    /// frozen, which the report names). Allocates nothing.
+    fn check_subdomains(&mut self, t: u64, dt: u64) {
+        for i in 0..self.parents.len() {
+            let Some(p) = self.parents[i] else { continue };
+            let pend = self.pending[i];
+            let (sub, pkg) = (&self.counters[i], &self.counters[p]);
+            let comparable = self.kinds[i] != StepKind::First
+                && !self.kinds[i].is_anomaly()
+                && !self.kinds[p].is_anomaly();
+            if !comparable {
+                // Nothing to judge against: what was held back is counted.
+                if pend.steps > 0 {
+                    self.counters[i].settle(pend.steps, pend.dt_ns);
+                    self.deltas[i] += pend.steps;
+                    self.pending[i].steps = 0;
+                }
+                continue;
+            }
+            if self.deltas[p] == 0 {
+                // The package did not update in this interval (read faster than it
+                // updates, or frozen: reported at the end): no payback to judge by;
+                // what is pending waits for an interval where it moves.
+                continue;
+            }
+            let jps = sub.unit().joules_per_step();
+            // Each side is a difference of two truncated readings. The units, not
+            // the observed quanta (an estimate a jump itself can inflate): a
+            // coarser truncation is a skew like any other, paid back next time.
+            let resolution = 2.0 * (jps + pkg.unit().joules_per_step());
+            let room = pkg.joules(self.deltas[p]).0 + resolution;
+            let excess = sub.joules(self.deltas[i]).0 - room;
+            if excess > 0.0 {
+                // This interval leads too: what was pending had no payback.
+                if pend.steps > 0 {
+                    self.drop_pending(i, pend);
+                }
+                let steps = ((excess / jps).ceil() as u64).min(self.deltas[i]);
+                let held = self.counters[i].withhold(steps);
+                self.deltas[i] -= held;
+                self.pending[i] = Pending {
+                    steps: held,
+                    t_ns: t,
+                    dt_ns: dt,
+                    from: self.from[i],
+                    to: self.raw[i],
+                    counted: self.deltas[i],
+                    bound: (room / jps) as u64,
+                };
+            } else if pend.steps > 0 {
+                // All paid back: a skew. Otherwise a jump, dropped whole (releasing
+                // this interval's headroom would count the jump in its place).
+                let headroom = (-excess / jps) as u64;
+                if pend.steps <= headroom {
+                    self.deltas[i] += pend.steps;
+                    self.counters[i].settle(pend.steps, pend.dt_ns);
+                    self.pending[i].steps = 0;
+                } else {
+                    self.drop_pending(i, pend);
+                }
+            }
+        }
+    }
+
+    /// Drops what channel `i` held back and reports it.
+    fn drop_pending(&mut self, i: usize, pend: Pending) {
+        self.counters[i].settle(0, pend.dt_ns);
+        self.record_above_package(i, pend);
+        self.pending[i].steps = 0;
+    }
+
+    fn record_above_package(&mut self, i: usize, pend: Pending) {
+        // The row that settles it carries the mark: the interval's own row is written.
+        self.marks.set(i, StepKind::AbovePackage);
+        self.record(CounterEvent {
+            channel: i,
+            t_ns: pend.t_ns,
+            step: Step {
+                steps: pend.counted,
+                kind: StepKind::AbovePackage,
+                from: pend.from,
+                to: pend.to,
+                bound: pend.bound,
+            },
+        });
     }
 
     /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
@@ -88,14 +229,16 @@ impl Tally {
             })?;
             self.deltas[i] = step.steps;
             self.kinds[i] = step.kind;
+            self.from[i] = step.from;
             if step.kind.is_anomaly() {
                 self.marks.set(i, step.kind);
+                let e = CounterEvent {
+                    channel: i,
+                    t_ns: t,
+                    step,
+                };
                 if self.events.len() < self.events.capacity() {
-                    self.events.push(CounterEvent {
-                        channel: i,
-                        t_ns: t,
-                        step,
-                    });
+                    self.events.push(e);
                 } else {
                     self.events_dropped += 1;
                 }
@@ -104,6 +247,11 @@ impl Tally {
                 self.last_change_ns[i] = t;
             }
         }
+        let dt = match self.first_ns {
+            Some(_) => t.saturating_sub(self.last_ns),
+            None => 0,
+        };
+        self.check_subdomains(t, dt);
         self.first_ns.get_or_insert(t);
         self.last_ns = t;
         Ok(())
@@ -685,7 +833,8 @@ fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
     let u = quantum.0
         + power * update * (1 + c.anomalies()) as f64
         + power * c.lost().as_secs_f64()
-        + c.ambiguity().0;
+        + c.ambiguity().0
+        + c.withheld().0;
     let uncertainty = if intervals == 0 {
         Joules(0.0)
     } else {
@@ -716,6 +865,10 @@ fn event_warning(e: &CounterEventReport, c: &Channel) -> String {
         "ambiguous" => format!(
             "decreased: a wrap or a restart from 0, which a counter of so small a range cannot tell apart (read it faster); counted {:.6} J as a wrap, a restart would leave between {:.6} J and that",
             e.counted_j.0, e.restart_j.0
+        ),
+        "above_package" => format!(
+            "advanced more than its package over the interval, by more than a read skew (checked at the next reading) and resolution explain: counted {:.6} J, the package's advance and resolution, and dropped the rest",
+            e.counted_j.0
         ),
         _ => "jumped forward by more than the domain can draw in that interval; counted 0 J for the interval".to_string(),
     };

@@ -46,13 +46,13 @@ fn report_corrects_wraps_and_totals_packages_plus_dram_only() {
             channel(0, Domain::Core, m),
             channel(0, Domain::Dram, m),
         ],
-        values: vec![vec![999_900_000, 100, 0], vec![100_000, 600_100, 250_000]],
+        values: vec![vec![999_900_000, 100, 0], vec![100_000, 150_100, 250_000]],
         next: 0,
     };
     let mut meter = Meter::new(Box::new(src));
     meter.sample().unwrap();
     let (_, d) = meter.sample().unwrap();
-    assert_eq!(d, &[200_000, 600_000, 250_000]);
+    assert_eq!(d, &[200_000, 150_000, 250_000]);
     let r = meter.report();
     assert_eq!(r.domains[0].energy_j, Joules(0.2));
     assert_eq!(r.domains[0].wraps, 1);
@@ -176,11 +176,37 @@ fn a_psys_in_whole_joules_offers_the_finer_packages_plus_dram() {
 }
 
 #[test]
-fn core_above_package_beyond_resolution_is_a_warning_naming_both() {
+fn core_above_package_is_dropped_interval_by_interval_and_reported() {
     use Domain::*;
-    // The package counter froze; core went on.
+    // Core advances 2 J an interval, its package 1 J: each interval's excess
+    // is dropped (the next pays none of it back), and each is an event.
+    let reads: Vec<Vec<u64>> = (0..11u64)
+        .map(|i| vec![i * 1_000_000, i * 2_000_000])
+        .collect();
+    let r = fed(&[(0, Package), (0, Core)], &reads, 100);
+    let core = &r.domains[1];
+    // The package's advance each interval (the last interval's excess held back,
+    // the others dropped): 10 J for the 20 J read.
+    assert!((core.energy_j.0 - 10.0).abs() < 1e-4, "{core:?}");
+    assert_eq!(core.anomalies, 9, "{core:?}");
+    let above = r
+        .counter_events
+        .iter()
+        .filter(|e| e.kind == "above_package")
+        .count();
+    assert_eq!(above, 9, "{:?}", r.counter_events);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("0/core") && w.contains("more than its package")),
+        "{:?}",
+        r.warnings
+    );
+    // A frozen package is the broken counter: core is not judged by it, and the
+    // report names both.
     let reads: Vec<Vec<u64>> = (0..11u64).map(|i| vec![5_000_000, i * 1_000_000]).collect();
     let r = fed(&[(0, Package), (0, Core)], &reads, 100);
+    assert_eq!(r.domains[1].energy_j, Joules(10.0));
     assert!(
         r.warnings
             .iter()
@@ -188,16 +214,71 @@ fn core_above_package_beyond_resolution_is_a_warning_naming_both() {
         "{:?}",
         r.warnings
     );
-    // Within resolution: no warning.
+    // Within resolution: nothing dropped, no warning.
     let reads: Vec<Vec<u64>> = (0..11u64)
         .map(|i| vec![i * 1_000_000, i * 1_000_000 + 1])
         .collect();
     let r = fed(&[(0, Package), (0, Core)], &reads, 100);
-    assert!(
-        !r.warnings.iter().any(|w| w.contains("exceeds")),
-        "{:?}",
-        r.warnings
-    );
+    assert_eq!(r.domains[1].energy_j, Joules(10.0));
+    assert!(r.counter_events.is_empty(), "{:?}", r.counter_events);
+}
+
+#[test]
+fn a_core_jump_below_the_power_bound_is_dropped_and_a_read_skew_is_not() {
+    use Domain::*;
+    // 100 Hz, package 0.36 J and core 0.25 J per interval (36 W, 25 W).
+    let truth = |i: u64| vec![i * 360_000, i * 250_000];
+    // A 3 J core jump at reading 5: 300 W over 10 ms, under core's 450 W default
+    // bound, so the counter alone counts it; its package says it cannot be.
+    let reads: Vec<Vec<u64>> = (0..21u64)
+        .map(|i| {
+            let mut r = truth(i);
+            if i >= 5 {
+                r[1] += 3_000_000;
+            }
+            r
+        })
+        .collect();
+    let r = fed(&[(0, Package), (0, Core)], &reads, 10);
+    let core = &r.domains[1];
+    // Truth 5.0 J; before this check 8.0 J. The jump's interval counts the
+    // package's advance (0.36 J for 0.25 J), the excess is dropped.
+    assert!((core.energy_j.0 - 5.11).abs() < 1e-3, "{core:?}");
+    assert!(core.energy_j.0 - core.uncertainty_j.0 <= 5.0, "{core:?}");
+    assert!(core.energy_j.0 + core.uncertainty_j.0 >= 5.0, "{core:?}");
+    assert_eq!(core.anomalies, 1);
+    let e: Vec<_> = r
+        .counter_events
+        .iter()
+        .filter(|e| e.kind == "above_package")
+        .collect();
+    assert_eq!(e.len(), 1, "{:?}", r.counter_events);
+    assert!((e[0].t_s - 0.05).abs() < 1e-9, "{e:?}");
+
+    // Package 36 W, core 30 W; a reader stalled 8 ms between package and core at
+    // reading 5: core leads by 0.24 J there (0.54 J against the package's 0.36)
+    // and pays it back at reading 6. Nothing is lost.
+    let reads: Vec<Vec<u64>> = (0..21u64)
+        .map(|i| {
+            let mut r = vec![i * 360_000, i * 300_000];
+            if i == 5 {
+                r[1] += 240_000;
+            }
+            r
+        })
+        .collect();
+    let r = fed(&[(0, Package), (0, Core)], &reads, 10);
+    assert_eq!(r.domains[1].energy_j, Joules(6.0));
+    assert_eq!(r.domains[1].anomalies, 0);
+    assert!(r.counter_events.is_empty(), "{:?}", r.counter_events);
+
+    // Core ahead in the last interval: held back, inside the uncertainty.
+    let mut reads: Vec<Vec<u64>> = (0..11u64).map(truth).collect();
+    reads[10][1] += 1_000_000;
+    let r = fed(&[(0, Package), (0, Core)], &reads, 10);
+    let core = &r.domains[1];
+    assert!(core.energy_j.0 <= 2.5 + 0.36, "{core:?}");
+    assert!(core.energy_j.0 + core.uncertainty_j.0 >= 3.5, "{core:?}");
 }
 
 #[test]
