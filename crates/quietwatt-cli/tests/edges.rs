@@ -203,6 +203,40 @@ fn a_core_jump_under_its_own_bound_but_above_its_package_is_dropped() {
     assert_eq!(f(&domain(&v, 0, "package")["anomalies"]), 0.0, "{v}");
 }
 
+/// An 8 J dram jump at 100 Hz through MSR: under dram's 150 W default bound over
+/// the interval and its slack (9 J), so it doubled dram before; `MSR_DRAM_POWER_INFO`
+/// now states the emulated dram's power, and the jump is dropped and reported.
+#[test]
+fn a_dram_jump_under_the_default_bound_is_caught_by_the_power_msr_states() {
+    let fault = Fault::new(FaultKind::Jump, 0, Domain::Dram)
+        .at(Duration::from_millis(300))
+        .amount(quietwatt_emulator::Microjoules(8_000_000));
+    let m = mount(running_for_a_while(EmulatorConfig::default()).with_fault(fault));
+    let v = run_json(
+        &m,
+        &[
+            "run", "--json", "-m", "msr", "--freq", "100", "--", "sleep", "1",
+        ],
+    );
+    let served = m.served_record(Served::Msr, 0, Domain::Dram);
+    assert_eq!(served.steps, 1, "{served:?}");
+    let hi = served.energy_after_probe();
+    let dram = domain(&v, 0, "dram");
+    let (got, u) = (f(&dram["energy_j"]), f(&dram["uncertainty_j"]));
+    assert!(
+        (got - hi.0).abs() <= u + 4.0 * 0.03,
+        "dram {got} ± {u} J against {} J served (the jump counted: +8 J)",
+        hi.0
+    );
+    let events = v["counter_events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "jump" && e["domain"] == "0/dram"),
+        "{v}"
+    );
+}
+
 /// A recording marks the row whose energy is not fully known, and its file total is
 /// the run's.
 #[test]

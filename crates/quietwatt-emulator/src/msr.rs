@@ -13,7 +13,13 @@
 //! | 0x641 | uncore (PP1) | | |
 //! | 0x619 | dram | | |
 //! | 0x64D | psys (the psys master's CPUs; 0 elsewhere) | | |
+//! | 0x614 | package power info | | |
+//! | 0x61C | dram power info | | |
 //!
+//! The power-info registers state the thermal spec power (bits 14:0) and the
+//! maximum power (bits 46:32) in the unit register's power units (bits 3:0,
+//! 2^-PU W): 1.5 times the domain's configured watts, as the powercap
+//! `constraint_0_*` files say for the package.
 //! Package registers read on any CPU of a package give that package's count.
 //!
 //! psys is read as on Sapphire/Emerald Rapids servers: only CPUs of the psys
@@ -41,6 +47,10 @@ pub const MSR_PP0_ENERGY_STATUS: u64 = 0x639;
 pub const MSR_PP1_ENERGY_STATUS: u64 = 0x641;
 /// MSR_PLATFORM_ENERGY_STATUS (psys).
 pub const MSR_PLATFORM_ENERGY_STATUS: u64 = 0x64D;
+/// MSR_PKG_POWER_INFO (thermal spec and maximum power of the package).
+pub const MSR_PKG_POWER_INFO: u64 = 0x614;
+/// MSR_DRAM_POWER_INFO (thermal spec and maximum power of dram).
+pub const MSR_DRAM_POWER_INFO: u64 = 0x61C;
 /// MSR_AMD_RAPL_POWER_UNIT.
 pub const MSR_AMD_RAPL_POWER_UNIT: u64 = 0xC001_0299;
 /// MSR_AMD_CORE_ENERGY_STATUS (per core).
@@ -91,6 +101,8 @@ pub(crate) fn register(
             MSR_PP0_ENERGY_STATUS => energy(socket, Domain::Core, 0),
             MSR_PP1_ENERGY_STATUS => energy(socket, Domain::Uncore, 0),
             MSR_DRAM_ENERGY_STATUS => energy(socket, Domain::Dram, 0),
+            MSR_PKG_POWER_INFO => power_info(config, unit_register, socket, Domain::Package),
+            MSR_DRAM_POWER_INFO => power_info(config, unit_register, socket, Domain::Dram),
             MSR_PLATFORM_ENERGY_STATUS if config.domains.psys => {
                 if socket == config.psys_master {
                     energy(socket, Domain::Psys, 0)
@@ -102,6 +114,19 @@ pub(crate) fn register(
             _ => None,
         }
     }
+}
+
+/// A power-info register: 1.5 times the domain's watts as thermal spec and maximum
+/// power, in the unit register's power units; EIO where the domain is absent.
+fn power_info(
+    config: &EmulatorConfig,
+    unit_register: u64,
+    socket: u32,
+    domain: Domain,
+) -> Option<Register> {
+    let watts = config.watts(socket, domain)?.max(1.0) * 1.5;
+    let units = ((watts * (1u64 << (unit_register & 0xF)) as f64).round() as u64).min(0x7FFF);
+    Some(Register::Fixed(units | units << 32))
 }
 
 /// The energy register an Intel or AMD part uses for `domain`, for documentation
@@ -129,6 +154,9 @@ mod tests {
         let t = GroundTruth::new(&c);
         let r = |cpu, reg| register(&c, &t, 0xA0E03, cpu, reg);
         assert_eq!(r(0, 0x606), Some(Register::Fixed(0xA0E03)));
+        // 1.5 × the package's watts in 1/8 W, as thermal spec and maximum power.
+        let pkg = (c.watts(0, Domain::Package).unwrap() * 1.5 * 8.0).round() as u64;
+        assert_eq!(r(0, 0x614), Some(Register::Fixed(pkg | pkg << 32)));
         assert_eq!(
             r(5, 0x611),
             t.find(1, Domain::Package, 0).map(Register::Energy)

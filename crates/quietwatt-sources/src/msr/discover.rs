@@ -8,13 +8,14 @@ use crate::root::SysRoot;
 use crate::topology::{Cpu, Topology};
 use crate::Mechanism;
 use quietwatt_core::domain::{Domain, DomainId, Socket};
-use quietwatt_core::units::EnergyUnit;
+use quietwatt_core::units::{EnergyUnit, Watts};
 use std::fs::File;
 use std::path::PathBuf;
 
 use super::registers::{
-    device_path, open_device, probe_register, Reg, INTEL_DOMAINS, MASK, MSR_AMD_CORE_ENERGY_STATUS,
-    MSR_AMD_PKG_ENERGY_STATUS, MSR_AMD_RAPL_POWER_UNIT, MSR_RAPL_POWER_UNIT,
+    device_path, open_device, power_info_watts, probe_register, Reg, INTEL_DOMAINS, MASK,
+    MSR_AMD_CORE_ENERGY_STATUS, MSR_AMD_PKG_ENERGY_STATUS, MSR_AMD_RAPL_POWER_UNIT,
+    MSR_DRAM_POWER_INFO, MSR_PKG_POWER_INFO, MSR_RAPL_POWER_UNIT,
 };
 
 /// One register to read.
@@ -28,6 +29,11 @@ pub struct MsrSpec {
     pub register: u64,
     /// Energy of one raw step.
     pub unit: EnergyUnit,
+    /// The power the CPU states for the domain (`MSR_PKG_POWER_INFO`, and
+    /// `MSR_DRAM_POWER_INFO` for dram; core and uncore take their package's):
+    /// what its counter's plausibility bound is derived from. `None`: not stated
+    /// (AMD, psys, or registers that read 0 or EIO).
+    pub limit: Option<Watts>,
 }
 
 /// The die to name in a domain id: only where `cpu`'s package has several.
@@ -167,6 +173,12 @@ pub(super) fn find(root: &SysRoot) -> Result<Found> {
             for lead in leads {
                 let unit_reg = unit_register(&mut dev, lead.id, MSR_RAPL_POWER_UNIT)?;
                 let i = dev.get(lead.id)?;
+                let stated = |register| match probe_register(dev.file(i), &dev.path(i), register) {
+                    Ok(Reg::Value(v)) => power_info_watts(v, unit_reg).map(Watts),
+                    _ => None,
+                };
+                let package_w = stated(MSR_PKG_POWER_INFO);
+                let dram_w = stated(MSR_DRAM_POWER_INFO).or(package_w);
                 for (domain, register) in INTEL_DOMAINS {
                     let id = DomainId {
                         socket: lead.package,
@@ -198,6 +210,11 @@ pub(super) fn find(root: &SysRoot) -> Result<Found> {
                                 cpu: lead.id,
                                 register,
                                 unit,
+                                limit: match domain {
+                                    Domain::Package | Domain::Core | Domain::Uncore => package_w,
+                                    Domain::Dram => dram_w,
+                                    _ => None,
+                                },
                             });
                         }
                     }
@@ -219,6 +236,7 @@ pub(super) fn find(root: &SysRoot) -> Result<Found> {
                         cpu: lead,
                         register: MSR_AMD_PKG_ENERGY_STATUS,
                         unit,
+                        limit: None,
                     }),
                     _ => notes.push(format!(
                         "{id}: register {MSR_AMD_PKG_ENERGY_STATUS:#x} is not implemented or reads 0 on CPU {lead}; left out"
@@ -296,6 +314,7 @@ fn amd_cores(
             cpu,
             register: MSR_AMD_CORE_ENERGY_STATUS,
             unit,
+            limit: None,
         });
     }
     if !any_nonzero {

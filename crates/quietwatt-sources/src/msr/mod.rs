@@ -19,6 +19,12 @@
 //! The quirk table follows perf's (exact 2^-16 J, Broadwell-D included), not
 //! powercap's 15.3 µJ.
 //!
+//! **Stated power.** On Intel, `MSR_PKG_POWER_INFO` (0x614) and
+//! `MSR_DRAM_POWER_INFO` (0x61C) state a thermal spec and a maximum power; the
+//! larger bounds what the package (and its core and uncore) and dram can
+//! plausibly draw (dram takes its package's where it states none), as powercap's
+//! constraints do for that mechanism. AMD states none: the domain defaults apply.
+//!
 //! **Wrap.** Every kernel path masks the energy status to 32 bits; so does this one:
 //! [`Wrap::Modulus`]`(2^32)`. At 2^-14 J per step that is 262 kJ, ~22 min at 200 W.
 //!
@@ -44,8 +50,8 @@ pub use discover::{discover, MsrSpec};
 use registers::{device_path, origin, pread_register, read_error, MASK};
 pub use registers::{
     MSR_AMD_CORE_ENERGY_STATUS, MSR_AMD_PKG_ENERGY_STATUS, MSR_AMD_RAPL_POWER_UNIT,
-    MSR_DRAM_ENERGY_STATUS, MSR_PKG_ENERGY_STATUS, MSR_PLATFORM_ENERGY_STATUS,
-    MSR_PP0_ENERGY_STATUS, MSR_PP1_ENERGY_STATUS, MSR_RAPL_POWER_UNIT,
+    MSR_DRAM_ENERGY_STATUS, MSR_DRAM_POWER_INFO, MSR_PKG_ENERGY_STATUS, MSR_PKG_POWER_INFO,
+    MSR_PLATFORM_ENERGY_STATUS, MSR_PP0_ENERGY_STATUS, MSR_PP1_ENERGY_STATUS, MSR_RAPL_POWER_UNIT,
 };
 
 /// One register read per tick.
@@ -95,7 +101,7 @@ impl Msr {
                         unit: spec.unit,
                         wrap: Wrap::Modulus(1 << 32),
                         origin: origin.clone(),
-                        limit: None,
+                        limit: spec.limit,
                     });
                     members.push(1);
                     channels.len() - 1
@@ -288,6 +294,22 @@ mod tests {
         // Selection applies.
         let dram = Msr::open(&root, &Selection::only(vec![Domain::Dram])).unwrap();
         assert_eq!(dram.channels().len(), 2);
+    }
+
+    #[test]
+    fn power_info_is_decoded_in_the_unit_registers_power_units() {
+        use super::registers::power_info_watts;
+        // (Registers at byte offsets 3 apart cannot share a plain file, so the
+        // emulator's MSR device tests discovery: crates/quietwatt-cli/tests/edges.rs.)
+        // 125 W thermal spec in 1/8 W; no maximum.
+        assert_eq!(power_info_watts(1000, unit(14)), Some(125.0));
+        // The larger of spec (10 W) and maximum (30 W, bits 46:32); min power
+        // (bits 30:16) and the bits above 46 are not power.
+        let v = 80 | 0x7FFF << 16 | 240 << 32 | 0xFF << 48;
+        assert_eq!(power_info_watts(v, unit(14)), Some(30.0));
+        // Power unit 0: whole watts.
+        assert_eq!(power_info_watts(35, 0xA0E00), Some(35.0));
+        assert_eq!(power_info_watts(0, unit(14)), None);
     }
 
     #[test]

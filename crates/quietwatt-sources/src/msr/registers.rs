@@ -22,6 +22,10 @@ pub const MSR_PP0_ENERGY_STATUS: u64 = 0x639;
 pub const MSR_PP1_ENERGY_STATUS: u64 = 0x641;
 /// Intel `MSR_PLATFORM_ENERGY_STATUS` (psys).
 pub const MSR_PLATFORM_ENERGY_STATUS: u64 = 0x64D;
+/// Intel `MSR_PKG_POWER_INFO`: the package's thermal spec and maximum power.
+pub const MSR_PKG_POWER_INFO: u64 = 0x614;
+/// Intel `MSR_DRAM_POWER_INFO`: dram's thermal spec and maximum power.
+pub const MSR_DRAM_POWER_INFO: u64 = 0x61C;
 /// AMD `MSR_AMD_RAPL_POWER_UNIT`.
 pub const MSR_AMD_RAPL_POWER_UNIT: u64 = 0xC001_0299;
 /// AMD `MSR_AMD_CORE_ENERGY_STATUS` (per core).
@@ -40,6 +44,18 @@ pub(super) const INTEL_DOMAINS: [(Domain, u64); 5] = [
     (Domain::Dram, MSR_DRAM_ENERGY_STATUS),
     (Domain::Psys, MSR_PLATFORM_ENERGY_STATUS),
 ];
+
+/// The power a `*_POWER_INFO` register states: the larger of its thermal spec
+/// power (bits 14:0) and maximum power (bits 46:32), in the unit register's power
+/// units (bits 3:0: 2^-PU W), as `intel_rapl_common.c` decodes them
+/// (`THERMAL_SPEC_POWER`, `MAX_POWER`, `POWER_UNIT_MASK`). `None` when both are 0.
+pub(super) fn power_info_watts(info: u64, unit_register: u64) -> Option<f64> {
+    let per_unit = 1.0 / (1u64 << (unit_register & 0xF)) as f64;
+    let spec = (info & 0x7FFF) as f64 * per_unit;
+    let max = ((info >> 32) & 0x7FFF) as f64 * per_unit;
+    let w = spec.max(max);
+    (w > 0.0).then_some(w)
+}
 
 /// What a register read found.
 #[derive(Debug)]
