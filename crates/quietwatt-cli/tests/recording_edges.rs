@@ -298,6 +298,11 @@ fn after_a_full_disk_the_summary_counts_the_whole_samples_the_csv_holds() {
         err.contains(&format!("({} written)", samples.len())),
         "{err}"
     );
+    // And the summary says its energy covers more than the file.
+    assert!(
+        err.contains("the output holds") && err.contains("cover the whole measurement"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -328,6 +333,55 @@ fn after_a_full_disk_the_json_summary_counts_the_whole_samples_the_file_holds() 
             Some(held),
             "{format}: {summary}"
         );
+        // The energy the file holds, per domain, is what the summary says it
+        // holds; before, only the whole measurement's (1.50 s against the file's
+        // 1.23 s) was given.
+        let holds = &summary["output_holds"];
+        assert_eq!(holds["samples"].as_u64(), Some(held), "{summary}");
+        let rows: Vec<Row> = samples(channels, &rows)
+            .into_iter()
+            .flat_map(|(_, r)| r)
+            .collect();
+        for d in holds["domains"].as_array().expect("output_holds.domains") {
+            let name = d["domain"].as_str().unwrap();
+            let id = format!("{}/{name}", d["socket"]);
+            let in_file: f64 = rows
+                .iter()
+                .filter(|r| r.domain == id)
+                .map(|r| r.energy_j)
+                .sum();
+            let said = d["energy_j"].as_f64().unwrap();
+            // Rows are printed to the µJ.
+            assert!(
+                (in_file - said).abs() <= 1e-6 * held as f64 + 1e-9,
+                "{format} {name}: file {in_file} J, summary says {said} J"
+            );
+            let whole = summary["domains"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["domain"] == name)
+                .unwrap()["energy_j"]
+                .as_f64()
+                .unwrap();
+            assert!(said <= whole + 1e-9, "{name}: {said} J held of {whole} J");
+        }
+        let (held_s, whole_s) = (
+            holds["duration_s"].as_f64().unwrap(),
+            summary["duration_s"].as_f64().unwrap(),
+        );
+        assert!(
+            held_s > 0.0 && held_s <= whole_s,
+            "{held_s} s of {whole_s} s"
+        );
+        assert!(
+            summary["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w.as_str().unwrap().contains("the output holds")),
+            "{summary}"
+        );
     }
 }
 
@@ -348,7 +402,11 @@ fn parse_jsonl(text: &str) -> (usize, Vec<Row>) {
             let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("no {k}: {l}"));
             Row {
                 t_ns: n("timestamp_ns"),
-                domain: format!("{}/{}", n("socket"), v["domain"]),
+                domain: format!(
+                    "{}/{}",
+                    n("socket"),
+                    v["domain"].as_str().unwrap_or_default()
+                ),
                 energy_j: v["energy_j"].as_f64().expect("energy_j"),
                 missed: n("missed"),
                 merged: n("merged"),

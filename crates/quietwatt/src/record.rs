@@ -104,6 +104,19 @@ pub struct Recording {
     pub warnings: Vec<String>,
     /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
     pub kernel: Option<KernelFigures>,
+    /// What the output holds when a write failed (a full disk): less than
+    /// [`Recording::report`], which covers the whole measurement. `None` when the
+    /// output holds every sample.
+    pub output_short: Option<OutputContent>,
+}
+
+/// What an output cut short by a failed write holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputContent {
+    /// From the first reading to the last sample it holds.
+    pub duration: Duration,
+    /// The energy of its samples, per channel (in the report's channel order).
+    pub energy: Vec<crate::units::Joules>,
 }
 
 /// A recording that failed: what stopped it and what was kept. Everything measured
@@ -202,6 +215,13 @@ pub(crate) fn record_between<T>(
     };
     let mut warnings = run.warnings;
     warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));
+    let output_short = matches!(error, Some(Error::Output { .. })).then(|| OutputContent {
+        duration: match (run.held.last_t_ns, meter.first_reading_ns()) {
+            (Some(last), Some(first)) => Duration::from_nanos(last.saturating_sub(first)),
+            _ => Duration::ZERO,
+        },
+        energy: run.held.energy.clone(),
+    });
     let rec = Recording {
         samples: run.written,
         missed_deadlines: run.counts.missed,
@@ -210,6 +230,7 @@ pub(crate) fn record_between<T>(
             .with_waiter(run.waiter_usage),
         warnings,
         kernel,
+        output_short,
     };
     Ok((rec, error, value))
 }
@@ -235,6 +256,8 @@ pub(crate) struct EngineRun {
     pub waiter_usage: crate::overhead::ThreadUsage,
     /// Samples written: those the output holds whole ([`crate::sink::Sink::kept`]).
     pub written: u64,
+    /// What they hold.
+    pub held: crate::writer::Held,
     pub read_error: Option<Error>,
     pub write_error: Option<io::Error>,
     pub warnings: Vec<String>,
@@ -367,6 +390,7 @@ pub(crate) fn drive<T>(
                 writer_usage: wo.usage,
                 waiter_usage,
                 written: wo.kept,
+                held: wo.held,
                 read_error: so.error,
                 write_error: wo.error,
                 warnings,

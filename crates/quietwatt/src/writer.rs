@@ -27,7 +27,83 @@ pub(crate) struct WriterOutcome {
     /// Samples the output holds whole: fewer than were handed to the sink when a
     /// write failed (a full disk) with a batch of them in flight.
     pub kept: u64,
+    /// What those samples hold.
+    pub held: Held,
     pub error: Option<io::Error>,
+}
+
+/// What the output holds: the time of its last sample (CLOCK_MONOTONIC ns; `None`
+/// without one) and the energy of its samples, per channel. After a failed write
+/// it is less than the measurement's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Held {
+    /// When the last sample the output holds was read.
+    pub last_t_ns: Option<u64>,
+    /// The energy its samples add up to, per channel.
+    pub energy: Vec<Joules>,
+}
+
+/// The samples handed to the sink since its last successful flush, each as its time
+/// and the running energy totals after it: when a write fails, the sink says how
+/// many samples it kept, and what those hold is read here. Cleared at each flush;
+/// its buffer is reused.
+struct Ledger {
+    channels: usize,
+    /// Running totals over every sample handed to the sink.
+    totals: Vec<f64>,
+    /// At the last flush: samples, time of the last, totals.
+    flushed: (u64, Option<u64>, Vec<f64>),
+    /// Since: `[t_ns as f64 bits, totals...]` per sample.
+    since: Vec<u64>,
+}
+
+impl Ledger {
+    fn new(channels: usize) -> Ledger {
+        Ledger {
+            channels,
+            totals: vec![0.0; channels],
+            flushed: (0, None, vec![0.0; channels]),
+            since: Vec::new(),
+        }
+    }
+
+    fn handed(&mut self, t_ns: u64, energy: &[Joules]) {
+        self.since.push(t_ns);
+        for (t, e) in self.totals.iter_mut().zip(energy) {
+            *t += e.0;
+            self.since.push(t.to_bits());
+        }
+    }
+
+    fn flushed(&mut self, samples: u64) {
+        let last = self.since.chunks_exact(1 + self.channels).last();
+        if let Some(w) = last {
+            self.flushed.1 = Some(w[0]);
+        }
+        self.flushed.0 = samples;
+        self.flushed.2.copy_from_slice(&self.totals);
+        self.since.clear();
+    }
+
+    /// What the first `kept` samples hold.
+    fn held(&self, kept: u64) -> Held {
+        let (n, t, totals) = &self.flushed;
+        let row = kept.checked_sub(*n).filter(|&k| k > 0).and_then(|k| {
+            self.since
+                .chunks_exact(1 + self.channels)
+                .nth(k as usize - 1)
+        });
+        match row {
+            Some(w) => Held {
+                last_t_ns: Some(w[0]),
+                energy: w[1..].iter().map(|&b| Joules(f64::from_bits(b))).collect(),
+            },
+            None => Held {
+                last_t_ns: *t,
+                energy: totals.iter().map(|&j| Joules(j)).collect(),
+            },
+        }
+    }
 }
 
 /// The writer thread's body. Ends when the sampler has ended and the ring is empty,
@@ -44,20 +120,33 @@ pub(crate) fn run(
     let mut energy = vec![Joules(0.0); units.len()];
     let mut written = 0u64;
     let mut flushed = 0u64;
+    let mut ledger = Ledger::new(units.len());
     let error = loop {
         // Read before draining: once the sampler is gone, one more drain empties the ring.
         let sampler_gone = ring.is_abandoned();
-        if let Err(e) = drain_words(&mut ring, sink, units, &mut energy, &mut written) {
+        if let Err(e) = drain_words(
+            &mut ring,
+            sink,
+            units,
+            &mut energy,
+            &mut written,
+            &mut ledger,
+        ) {
             break Some(e);
         }
         if sampler_gone {
-            break sink.finish().err();
+            let e = sink.finish().err();
+            if e.is_none() {
+                ledger.flushed(written);
+            }
+            break e;
         }
         if written > flushed {
             if let Err(e) = sink.flush() {
                 break Some(e);
             }
             flushed = written;
+            ledger.flushed(written);
         }
         // The sampler wakes this thread; the timeout only guards against a wake-up
         // lost to a bug, and never fires while the sampler wakes it more often.
@@ -68,9 +157,11 @@ pub(crate) fn run(
     }
     // Dropping the consumer tells a sampler waiting for room that nobody will read.
     drop(ring);
+    let kept = sink.kept().unwrap_or(written);
     WriterOutcome {
         usage: ThreadUsage::current().since(start),
-        kept: sink.kept().unwrap_or(written),
+        kept,
+        held: ledger.held(kept),
         error,
     }
 }
@@ -98,6 +189,7 @@ fn drain_words(
     units: &[EnergyUnit],
     energy: &mut [Joules],
     written: &mut u64,
+    ledger: &mut Ledger,
 ) -> io::Result<()> {
     let len = HEADER_WORDS + units.len();
     let n = ring.slots() / len * len;
@@ -122,6 +214,7 @@ fn drain_words(
             marks: marks_of(w),
             energy,
         })?;
+        ledger.handed(w[0], energy);
         *written += 1;
     }
     chunk.commit_all();

@@ -285,6 +285,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     for w in &rec.warnings {
         eprintln!("quietwatt: warning: {w}");
     }
+    if let Some(o) = &rec.output_short {
+        eprintln!("quietwatt: warning: {}", output_short_text(&rec, o));
+    }
     if args.json {
         let mut v = summary_json(
             &rec,
@@ -420,5 +423,43 @@ pub(super) fn summary_json(
     if let Some(e) = error {
         v["error"] = stopped_early(e, rec.samples).into();
     }
+    if let Some(o) = &rec.output_short {
+        let domains: Vec<serde_json::Value> = rec
+            .report
+            .domains
+            .iter()
+            .zip(&o.energy)
+            .map(|(d, e)| serde_json::json!({"socket": d.socket, "domain": d.domain, "energy_j": e.0}))
+            .collect();
+        v["output_holds"] = serde_json::json!({
+            "duration_s": o.duration.as_secs_f64(),
+            "samples": rec.samples,
+            "domains": domains,
+        });
+        append_warnings(&mut v, &[output_short_text(rec, o)]);
+    }
     v
+}
+
+/// What a file cut short holds against what was measured: the summary's figures
+/// cover the whole measurement, the file less.
+pub(super) fn output_short_text(rec: &Recording, o: &quietwatt::record::OutputContent) -> String {
+    let per_domain: Vec<String> = rec
+        .report
+        .domains
+        .iter()
+        .zip(&o.energy)
+        .map(|(d, e)| {
+            format!(
+                "{}/{} {:.3} of {:.3} J",
+                d.socket, d.domain, e.0, d.energy_j.0
+            )
+        })
+        .collect();
+    format!(
+        "the output holds {:.3} s of the {:.3} s measured ({}); the summary's figures cover the whole measurement",
+        o.duration.as_secs_f64(),
+        rec.report.duration_s,
+        per_domain.join(", ")
+    )
 }

@@ -516,6 +516,11 @@ impl Meter {
         self.t.counters[i].joules(steps)
     }
 
+    /// When the first reading was taken (CLOCK_MONOTONIC ns), if one was.
+    pub fn first_reading_ns(&self) -> Option<u64> {
+        self.t.first_ns
+    }
+
     /// Time between the first and the last sample.
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.t.last_ns - self.t.first_ns.unwrap_or(self.t.last_ns))
