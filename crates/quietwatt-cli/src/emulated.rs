@@ -4,7 +4,7 @@
 use crate::exit::{Failure, NO_RAPL};
 use quietwatt::source::{probe_all, Probe};
 use quietwatt::SysRoot;
-use quietwatt_emulator::{Emulator, EmulatorConfig};
+use quietwatt_emulator::{ChildEmulator, EmulatorConfig};
 use std::path::Path;
 
 /// When to use the built-in emulator.
@@ -22,8 +22,10 @@ pub enum When {
 pub struct Environment {
     /// The root every mechanism reads under.
     pub root: SysRoot,
-    /// The mounted emulator, when measuring against it.
-    emulator: Option<(Emulator, tempfile::TempDir)>,
+    /// The mounted emulator, when measuring against it: served by a child process
+    /// ([`ChildEmulator`]: a fatal signal cannot leave this process stuck in a read
+    /// of its own mount). Dropped before the directory it is mounted on.
+    emulator: Option<(ChildEmulator, tempfile::TempDir)>,
     /// Whether `--root` itself is an emulator mounted by `quietwatt emulate`.
     served_by_emulator: bool,
 }
@@ -58,7 +60,7 @@ impl Environment {
             })?;
         let config = EmulatorConfig::default();
         private_mount_namespace();
-        let emulator = Emulator::mount(dir.path(), config).map_err(|e| {
+        let emulator = ChildEmulator::mount(dir.path(), config).map_err(|e| {
             Failure::new(NO_RAPL, format!("cannot start the built-in emulator: {e}"))
         })?;
         eprintln!(
@@ -119,8 +121,8 @@ impl Environment {
     }
 }
 
-/// Moves this process (and what it starts from now on: the FUSE thread, the
-/// measured command) into a mount namespace of its own, whose mounts do not
+/// Moves this process (and what it starts from now on: the emulator's process,
+/// the measured command) into a mount namespace of its own, whose mounts do not
 /// propagate back. The built-in emulator is mounted there, so that however
 /// quietwatt ends (SIGKILL, a signal before its handlers are installed, SIGUSR1,
 /// a crash) the kernel drops the mount with the namespace: no "Transport endpoint

@@ -92,7 +92,7 @@ fn an_unmount_by_someone_else_stops_the_emulator() {
 
 /// Starts `quietwatt --emulate on record` and returns it with the emulator's mount
 /// point, read from its banner.
-fn emulated_record() -> (Child, String) {
+fn emulated_record(freq: &str) -> (Child, String) {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
         .args([
@@ -101,6 +101,8 @@ fn emulated_record() -> (Child, String) {
             "record",
             "-o",
             "/dev/null",
+            "--freq",
+            freq,
             "--duration",
             "30",
         ])
@@ -128,14 +130,9 @@ fn emulated_record() -> (Child, String) {
 #[test]
 fn sigterm_leaves_no_built_in_emulator_mounted() {
     // The built-in emulator lives in quietwatt's own mount namespace, which the
-    // kernel drops with the process. SIGKILL and SIGUSR1 are not tested here: a
-    // fatal signal that lands while the sampler waits on the in-process FUSE
-    // server leaves that thread waiting for an answer that never comes (the
-    // process stays a zombie until the connection is aborted through
-    // /sys/fs/fuse/connections/N/abort); serving the emulator from a child process
-    // would end that, and is left to do.
+    // kernel drops with the process.
     let sig = libc::SIGTERM;
-    let (mut child, at) = emulated_record();
+    let (mut child, at) = emulated_record("10");
     std::thread::sleep(Duration::from_millis(200));
     // While it runs, the mount is quietwatt's alone: in its mount table, never in
     // ours (as root; this suite runs as root for FUSE).
@@ -162,4 +159,59 @@ fn sigterm_leaves_no_built_in_emulator_mounted() {
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{at}: {e}");
     }
     let _ = std::fs::remove_dir(&at);
+}
+
+/// Processes whose mount table holds `at`: quietwatt, its emulator's process, or
+/// anything else left in their namespace.
+fn holders(at: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| std::fs::read_to_string(e.path().join("mounts")).is_ok_and(|m| m.contains(at)))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn a_fatal_signal_mid_read_ends_quietwatt_and_its_emulator() {
+    // A fatal signal (SIGKILL, or SIGUSR1 whose default is to terminate) landing
+    // while the sampler waits in a read of the emulator's mount: served from a
+    // thread of quietwatt, the FUSE server died with the signal and the read
+    // waited for its answer forever (a zombie in D state, the mount held). Served
+    // from a child process, the read is answered, quietwatt ends, and the child
+    // sees it gone and unmounts. 1 kHz, so that reads take much of the time.
+    for (round, sig) in [libc::SIGKILL, libc::SIGUSR1, libc::SIGKILL, libc::SIGUSR1]
+        .into_iter()
+        .enumerate()
+    {
+        let (mut child, at) = emulated_record("1000");
+        std::thread::sleep(Duration::from_millis(150 + 40 * round as u64));
+        // SAFETY: kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let Some(status) = exits_within(&mut child, Duration::from_secs(30)) else {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()));
+            let _ = child.kill();
+            panic!("signal {sig}: quietwatt did not end within 30 s: {stat:?}");
+        };
+        // Its emulator's process unmounts and leaves: no process keeps the mount.
+        let t0 = Instant::now();
+        while !holders(&at).is_empty() && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            holders(&at),
+            Vec::<String>::new(),
+            "signal {sig} ({status}): the mount at {at} is still held"
+        );
+        if let Err(e) = std::fs::metadata(&at) {
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{at}: {e}");
+        }
+        let _ = std::fs::remove_dir(&at);
+    }
 }

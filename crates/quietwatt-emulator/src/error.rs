@@ -69,6 +69,11 @@ pub enum Error {
         hint: String,
     },
 
+    /// The child process serving the emulator ([`crate::ChildEmulator`]) could
+    /// not start, mount or unmount: what it said.
+    #[error("{0}")]
+    Child(String),
+
     /// Unmounting failed.
     #[error("cannot unmount the emulator at {path}: {source}")]
     Unmount {

@@ -203,6 +203,10 @@ impl EmulatorFs {
         let Kind::File(content) = &node.kind else {
             return Err(Errno::EISDIR);
         };
+        let latency = self.shared.config.read_latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
         if let Content::Msr(cpu) = *content {
             if !self.shared.visible(node, self.shared.now_ns()) {
                 return Err(Errno::ENODEV);

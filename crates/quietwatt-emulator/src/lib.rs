@@ -35,6 +35,7 @@
 //! - `fs`: the FUSE glue; `emulator`: the mounted handle.
 #![deny(missing_docs)]
 
+mod child;
 pub mod config;
 mod cpuinfo;
 pub mod duration;
@@ -51,6 +52,7 @@ mod truth;
 mod units;
 mod vendor;
 
+pub use child::ChildEmulator;
 pub use config::{
     DomainWatts, Domains, EmulatorConfig, LoadStep, PowerProfile, Trace, TracePoint, Vendor,
 };

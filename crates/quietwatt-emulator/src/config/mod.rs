@@ -376,6 +376,11 @@ pub struct EmulatorConfig {
     /// which a loaded CI machine would make unpredictable. Empty: no `/proc/stat`.
     #[serde(default)]
     pub load: Vec<LoadStep>,
+    /// How long each read of a counter file or MSR takes to be answered: a slow
+    /// device (or a host that stalls), and in tests a read that is surely in flight
+    /// when a signal lands. Zero by default.
+    #[serde(default, with = "duration::text")]
+    pub read_latency: Duration,
 }
 
 /// From a time on, the busy fraction of every CPU in the emulated `/proc/stat`.
@@ -407,6 +412,7 @@ impl Default for EmulatorConfig {
             psys_master: 0,
             psys_disabled: false,
             load: Vec::new(),
+            read_latency: Duration::ZERO,
         }
     }
 }
