@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -51,11 +52,20 @@ def _rule_members(rule: Optional[str]) -> List[str]:
 
 
 def bound_unmoved_counters(report: Dict[str, Any], max_power_w: MaxPower = None) -> None:
-    """Widens, in place, the uncertainty of every counter that did not move during
-    a measurement shorter than a counter can stand still: no RAPL update fell
-    inside it, so its energy is not 0 ± one quantum but anywhere between 0 and
-    what the domain can draw over the measurement (its power bound times the
-    duration). The total's uncertainty grows by as much, and a warning says so."""
+    """Widens, in place, the uncertainties of a measurement shorter than a
+    counter can stand still (0.5 s), where the native estimate (mean power times
+    one update interval) is too small:
+
+    * a counter that did not move had no RAPL update inside the measurement:
+      its energy is not 0 ± one quantum but anywhere between 0 and what the
+      domain can draw over it (its power bound times the duration), and a
+      warning says so;
+    * a counter that moved a few times lags at each read by up to one update
+      interval at the power between its updates, which the energy counted over
+      the duration less one interval bounds (not the mean over the whole
+      duration, which a block with one or two updates underestimates).
+
+    The total's uncertainty grows by what its members' grew."""
     duration = report.get("duration_s") or 0.0
     if not report.get("domains") or duration <= 0 or duration >= _STILL_UNKNOWN_BELOW_S:
         return
@@ -63,26 +73,43 @@ def bound_unmoved_counters(report: Dict[str, Any], max_power_w: MaxPower = None)
     added: Dict[str, float] = {}
     widened: List[str] = []
     for d in report["domains"]:
-        if d.get("energy_j") != 0:
-            continue
-        bound = d.get("quantum_j", 0.0) + _power_bound(d["domain"], max_power_w) * duration
+        energy = d.get("energy_j") or 0.0
+        quantum = d.get("quantum_j", 0.0)
+        update = d.get("update_interval_s") or 0.001
+        if energy == 0:
+            # No update inside: anywhere between 0 and what the domain can draw.
+            bound = quantum + _power_bound(d["domain"], max_power_w) * duration
+        else:
+            # Few updates inside: each read lags the truth by up to one update
+            # interval at the power between the updates, which is at most the
+            # energy counted over the time the updates certainly span (the
+            # duration less one interval; half an interval at least).
+            bound = quantum + energy * update / max(duration - update, 0.5 * update)
         if bound <= d.get("uncertainty_j", 0.0):
             continue
         grow = bound - d.get("uncertainty_j", 0.0)
         d["uncertainty_j"] = bound
         d["power_uncertainty_w"] = bound / duration
-        d["unmoved"] = True
         if d["domain"] in members:
             if d["domain"] == "psys":  # one psys is counted, whichever it is
                 added["psys"] = max(added.get("psys", 0.0), grow)
             else:
                 added[f"{d['socket']}/{d['domain']}/{d.get('die')}"] = grow
-        widened.append(f"{d['socket']}/{d['domain']} (≤ {bound:.6f} J)")
-    if not widened:
-        return
+        if energy == 0:
+            d["unmoved"] = True
+            widened.append(f"{d['socket']}/{d['domain']} (≤ {bound:.6f} J)")
     if report.get("total_uncertainty_j") is not None and added:
         report["total_uncertainty_j"] += sum(added.values())
         report["total_power_uncertainty_w"] = report["total_uncertainty_j"] / duration
+        u, e = report["total_uncertainty_j"], report.get("total_energy_j") or 0.0
+        share = f"{100 * u / e:.0f} %" if e > 0 else "all"
+        report["warnings"] = [
+            re.sub(r"^the total's uncertainty \(± [0-9.]+ J\) is [0-9]+ % of it",
+                   f"the total's uncertainty (± {u:.6f} J) is {share} of it", w)
+            for w in report.get("warnings", [])
+        ]
+    if not widened:
+        return
     update_ms = 1e3 * max((d.get("update_interval_s") or 0.001) for d in report["domains"])
     report.setdefault("warnings", []).append(
         f"no counter update fell inside the {duration:.6f} s measured for {', '.join(widened)}: "
@@ -265,3 +292,24 @@ class Measurement:
 
     def __repr__(self) -> str:
         return f"Measurement({self})"
+
+    def _repr_html_(self) -> str:
+        """A table for notebooks: the total, each counter, and the warnings."""
+        if not self.done:
+            return f"<p>quietwatt measurement {html.escape(self.label or '')} running</p>"
+        esc = html.escape
+        head = esc(str(self))
+        rows = "".join(
+            f"<tr><td>{d.socket}</td><td>{esc(d.domain)}</td><td>{d.energy_j:.6f}</td>"
+            f"<td>± {d.uncertainty_j:.6f}</td><td>{d.power_w:.3f}</td></tr>"
+            for d in self.domains
+        )
+        warns = "".join(f"<li>{esc(w)}</li>" for w in self.warnings)
+        emu = "<p><b>EMULATED</b>: the emulator's figures, not this machine's.</p>" if self.emulated else ""
+        return (
+            f"<div class='quietwatt'><p><b>{head}</b></p>{emu}"
+            "<table><tr><th>socket</th><th>domain</th><th>energy (J)</th><th>± (J)</th><th>power (W)</th></tr>"
+            f"{rows}</table><p>Whole machine: every process on the measured packages and their DRAM.</p>"
+            + (f"<ul>{warns}</ul>" if warns else "")
+            + "</div>"
+        )
