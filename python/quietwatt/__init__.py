@@ -44,6 +44,7 @@ from ._info import doctor, domains
 from ._measure import MeasuredFunction, measure, measure_calls, measure_energy, print_measurement
 from ._monitor import Monitor
 from ._recording import read_recording
+from ._schema import SCHEMA
 from ._results import MAX_PLAUSIBLE_POWER_W, DomainEnergy, Measurement
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "DomainEnergy",
     "Emulator",
     "read_recording",
+    "SCHEMA",
     "doctor",
     "domains",
     "ROOT_ENV",
