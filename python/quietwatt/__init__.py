@@ -41,20 +41,26 @@ from ._errors import (
 from ._emulator import Emulator
 from ._env import ROOT_ENV
 from ._info import doctor, domains
-from ._measure import measure, measure_energy
+from ._measure import MeasuredFunction, measure, measure_calls, measure_energy, print_measurement
 from ._monitor import Monitor
 from ._recording import read_recording
-from ._results import DomainEnergy, Measurement
+from ._schema import SCHEMA
+from ._results import MAX_PLAUSIBLE_POWER_W, DomainEnergy, Measurement
 
 __all__ = [
     "__version__",
     "measure",
     "measure_energy",
+    "measure_calls",
+    "print_measurement",
+    "MeasuredFunction",
+    "MAX_PLAUSIBLE_POWER_W",
     "Monitor",
     "Measurement",
     "DomainEnergy",
     "Emulator",
     "read_recording",
+    "SCHEMA",
     "doctor",
     "domains",
     "ROOT_ENV",

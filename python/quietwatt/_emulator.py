@@ -101,7 +101,8 @@ class Emulator:
     @property
     def config(self) -> Dict[str, Any]:
         """Everything it serves (vendor, sockets, domains, power profile, ...)."""
-        return json.loads(self._native.config_json())
+        config: Dict[str, Any] = json.loads(self._native.config_json())
+        return config
 
     def watts(self, domain: str, socket: int = 0) -> float:
         """The power the domain draws, as configured."""

@@ -3,9 +3,11 @@ or the built-in emulator mounted for the measurement (``emulate=``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 from . import _quietwatt
 from ._errors import BadArgument
@@ -14,8 +16,27 @@ from ._errors import BadArgument
 #: for the command-line tool.
 ROOT_ENV = "QUIETWATT_ROOT"
 
-Emulate = Union[str, bool, None]
+#: ``emulate=``: ``"off"``, ``"auto"`` or ``"on"`` (``False``/``None`` and
+#: ``True`` mean off and on).
+Emulate = Union[Literal["off", "auto", "on"], bool, None]
 Domains = Union[str, Sequence[str], None]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_SKIPPED_FILES = (contextlib.__file__,)
+
+
+def warn(message: str, category: Type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the user's line: the first frame outside
+    quietwatt (and outside :mod:`contextlib`, for ``with`` blocks), so that a
+    warning names the ``with qw.measure()`` or the call that caused it."""
+    level = 1
+    frame = sys._getframe(0)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE_DIR) or frame.f_code.co_filename in _SKIPPED_FILES
+    ):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def resolve_root(root: Union[str, "os.PathLike[str]", None]) -> str:
@@ -30,8 +51,18 @@ def resolve_domains(domains: Domains) -> Optional[List[str]]:
     if domains is None:
         return None
     if isinstance(domains, str):
-        return [d.strip() for d in domains.split(",") if d.strip()]
-    return [str(d) for d in domains]
+        names = [d.strip() for d in domains.split(",") if d.strip()]
+    else:
+        names = [str(d) for d in domains]
+    for name in names:
+        if name.lower() == "gpu":
+            raise BadArgument(
+                "domains='gpu': RAPL has no GPU domain. Its uncore domain (PP1) is, on client "
+                "Intel parts, the integrated GPU's power plane: ask for domains='uncore' for that; "
+                "a discrete GPU (NVIDIA, AMD) is read through its own library (NVML, ROCm SMI), "
+                "not RAPL"
+            )
+    return names
 
 
 # The mechanism chosen for a root and domains, so that the next measurement there
@@ -109,13 +140,21 @@ class Environment:
                 if when == "on"
                 else "no mechanism can measure on this machine (see quietwatt.doctor())"
             )
-            warnings.warn(
+            warn(
                 f"quietwatt: EMULATED RAPL: {why}; measuring against the built-in "
                 f"emulator at {self.root}: every figure is the emulator's (a known, "
-                "constant power profile), NOT this machine's",
-                stacklevel=3,
+                "constant power profile), NOT this machine's"
             )
-        self.emulated = self._emulator is not None or _is_emulator(self.root)
+            self.emulated = True
+        else:
+            self.emulated = _is_emulator(self.root)
+            if self.emulated:
+                how = "root=" if root is not None else f"${ROOT_ENV}="
+                warn(
+                    f"quietwatt: EMULATED RAPL: {how}{self.root} is a quietwatt emulator's mount: "
+                    "every figure is the emulator's (its configured power profile), NOT this "
+                    "machine's"
+                )
 
     def close(self) -> None:
         """Unmounts the emulator this environment mounted, if any."""

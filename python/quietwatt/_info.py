@@ -13,6 +13,24 @@ from ._errors import BadArgument
 MECHANISMS = ("powercap", "perf", "msr", "ebpf", "perf-ring")
 
 
+class Verdicts(List[Dict[str, Any]]):
+    """What :func:`doctor` returns: a list of ``{"mechanism", "works", "finding",
+    "fix"}`` dicts, shown as a table in a notebook."""
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td>{html.escape(str(v.get('mechanism')))}</td><td>{'yes' if v.get('works') else 'no'}</td>"
+            f"<td>{html.escape(str(v.get('finding') or ''))}</td><td>{html.escape(str(v.get('fix') or ''))}</td></tr>"
+            for v in self
+        )
+        return (
+            "<table class='quietwatt'><tr><th>mechanism</th><th>works</th><th>finding</th><th>fix</th></tr>"
+            f"{rows}</table>"
+        )
+
+
 def doctor(
     root: Union[str, "os.PathLike[str]", None] = None,
     mechanism: Optional[str] = None,
@@ -35,7 +53,7 @@ def doctor(
         verdicts = json.loads(_quietwatt.doctor_json(env.root))
     finally:
         env.close()
-    return [v for v in verdicts if mechanism is None or v["mechanism"] == mechanism]
+    return Verdicts(v for v in verdicts if mechanism is None or v["mechanism"] == mechanism)
 
 
 def domains(

@@ -7,16 +7,37 @@ wrap twice unseen. No samples kept: the cheapest way to measure."""
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
+import sys
+import time
 from types import TracebackType
-from typing import Any, Callable, Optional, Type, TypeVar, Union, overload
+from typing import Any, Awaitable, Callable, Optional, Protocol, Type, TypeVar, Union, cast, overload
+
 
 from . import _quietwatt
 from ._env import Domains, Emulate, Environment, open_session, resolve_domains
-from ._results import Measurement
+from ._results import MaxPower, Measurement
 
-F = TypeVar("F", bound=Callable[..., Any])
+if sys.version_info >= (3, 10):
+    from typing import ParamSpec
+else:  # pragma: no cover - Python 3.9
+    from typing_extensions import ParamSpec
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class MeasuredFunction(Protocol[P, R_co]):
+    """What :func:`measure_energy` returns: the function, unchanged to call
+    (same arguments, same result), with the latest call's measurement."""
+
+    last_measurement: Optional[Measurement]
+    """The latest call's :class:`Measurement` (``None`` before the first call)."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
 #: Where ``measure_energy`` logs a result when no handler is given.
 logger = logging.getLogger("quietwatt")
@@ -49,6 +70,24 @@ class measure:
         domains: ``"package,dram"`` or a list; default all.
         emulate: ``"off"`` (default), ``"auto"`` (the built-in emulator when
             nothing here can measure, with a warning) or ``"on"``.
+        max_power_w: the most power a domain can draw, in watts (a number for
+            all, or ``{"package": 65, "dram": 10}``): bounds the energy of a
+            counter that did not move because the block was shorter than RAPL's
+            update interval; default :data:`quietwatt.MAX_PLAUSIBLE_POWER_W`.
+
+    Whose energy: the whole machine's. RAPL counts per package (socket) and
+    per DRAM channel, so the figure includes every other process running on
+    the measured packages meanwhile; it is not this process's share.
+
+    Short blocks: RAPL updates its counters about every millisecond. A block
+    with no update inside reads 0 J; its uncertainty then covers everything
+    the domain could have drawn (its power bound times the block's length),
+    :attr:`Measurement.resolution_dominated` is True and a warning says so. To
+    resolve a short piece of work, repeat it: :func:`measure_calls` or
+    ``@measure_energy(min_duration=0.1)``.
+
+    ``async with quietwatt.measure() as m:`` works the same way in a coroutine
+    (the reads take microseconds and do not block the event loop).
 
     Raises (at the start of the block): :class:`quietwatt.NoRapl` when nothing can
     measure here, :class:`quietwatt.PermissionDenied` when RAPL is root-only,
@@ -63,8 +102,10 @@ class measure:
         domains: Domains = None,
         emulate: Emulate = "off",
         label: Optional[str] = None,
+        max_power_w: MaxPower = None,
     ):
         self._args = (root, mechanism, resolve_domains(domains), emulate)
+        self._max_power_w = max_power_w
         self._env: Optional[Environment] = None
         self._session: Optional[_quietwatt.Session] = None
         self.result = Measurement(label=label)
@@ -100,7 +141,7 @@ class measure:
             report, _ = session.stop()
         finally:
             env.close()
-        done = Measurement.from_json(report, env.emulated, self.result.label)
+        done = Measurement.from_json(report, env.emulated, self.result.label, self._max_power_w)
         self.result.report = done.report
         return self.result
 
@@ -115,8 +156,28 @@ class measure:
     ) -> None:
         self.stop()
 
+    async def __aenter__(self) -> Measurement:
+        return self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.stop()
+
 
 Handler = Callable[[Measurement], Any]
+
+
+def print_measurement(m: Measurement) -> None:
+    """The default handler of :func:`measure_energy` when logging is not set
+    up: one line per call on standard error (visible in a terminal and under a
+    notebook cell), and one per warning."""
+    print(f"quietwatt: {m}", file=sys.stderr)
+    for w in m.warnings:
+        print(f"quietwatt: {m.label}: warning: {w}", file=sys.stderr)
 
 
 def _deliver(m: Measurement, handler: Optional[Handler], log: Union[logging.Logger, str, None]) -> None:
@@ -124,13 +185,73 @@ def _deliver(m: Measurement, handler: Optional[Handler], log: Union[logging.Logg
         handler(m)
         return
     target = logging.getLogger(log) if isinstance(log, str) else (log or logger)
+    if log is None and not target.hasHandlers():
+        # Logging is not configured: INFO records would vanish. Print instead.
+        print_measurement(m)
+        return
     target.info("%s", m)
     for w in m.warnings:
         target.warning("%s: %s", m.label, w)
 
 
+def _check_repeat(min_duration: Optional[float], repeat: int) -> None:
+    from ._errors import BadArgument
+
+    if min_duration is not None and not (isinstance(min_duration, (int, float)) and min_duration >= 0):
+        raise BadArgument(f"min_duration={min_duration!r}: give seconds, e.g. min_duration=0.1")
+    if not (isinstance(repeat, int) and repeat >= 1):
+        raise BadArgument(f"repeat={repeat!r}: give a number of calls, 1 or more")
+
+
+def _more(calls: int, started: float, min_duration: Optional[float], repeat: int) -> bool:
+    if calls < repeat:
+        return True
+    return min_duration is not None and time.perf_counter() - started < min_duration
+
+
+def measure_calls(
+    func: Callable[..., Any],
+    *args: Any,
+    min_duration: Optional[float] = 0.1,
+    repeat: int = 1,
+    root: Union[str, "os.PathLike[str]", None] = None,
+    mechanism: Optional[str] = None,
+    domains: Domains = None,
+    emulate: Emulate = "off",
+    max_power_w: MaxPower = None,
+    **kwargs: Any,
+) -> Measurement:
+    """Calls ``func(*args, **kwargs)`` back to back, at least ``repeat`` times
+    and until ``min_duration`` seconds have passed (default 0.1 s: enough for
+    the ~1 ms RAPL update interval to be about 1 % of the figure), all inside
+    one measurement; returns it with :attr:`Measurement.calls` set, so that
+    :attr:`Measurement.per_call_j` and :attr:`Measurement.per_call_uncertainty_j`
+    give one call's energy resolved::
+
+        m = quietwatt.measure_calls(sorted, data)        # a 50 µs call, resolved
+        print(m.per_call_j, "±", m.per_call_uncertainty_j, "J per call")
+
+    ``min_duration=None`` calls exactly ``repeat`` times. The figure is the
+    whole machine's, like every figure here; the per-call figure is the mean.
+    """
+    _check_repeat(min_duration, repeat)
+    label = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+    block = measure(root=root, mechanism=mechanism, domains=domains, emulate=emulate, label=label, max_power_w=max_power_w)
+    m = block.start()
+    calls = 0
+    try:
+        started = time.perf_counter()
+        while _more(calls, started, min_duration, repeat):
+            func(*args, **kwargs)
+            calls += 1
+    finally:
+        block.stop()
+        m.calls = max(calls, 1)
+    return m
+
+
 @overload
-def measure_energy(func: F) -> F: ...
+def measure_energy(func: Callable[P, R]) -> MeasuredFunction[P, R]: ...
 @overload
 def measure_energy(
     func: None = None,
@@ -141,9 +262,12 @@ def measure_energy(
     mechanism: Optional[str] = None,
     domains: Domains = None,
     emulate: Emulate = "off",
-) -> Callable[[F], F]: ...
+    min_duration: Optional[float] = None,
+    repeat: int = 1,
+    max_power_w: MaxPower = None,
+) -> Callable[[Callable[P, R]], MeasuredFunction[P, R]]: ...
 def measure_energy(
-    func: Optional[F] = None,
+    func: Optional[Callable[..., Any]] = None,
     *,
     handler: Optional[Handler] = None,
     logger: Union[logging.Logger, str, None] = None,
@@ -151,6 +275,9 @@ def measure_energy(
     mechanism: Optional[str] = None,
     domains: Domains = None,
     emulate: Emulate = "off",
+    min_duration: Optional[float] = None,
+    repeat: int = 1,
+    max_power_w: MaxPower = None,
 ) -> Any:
     """Measures the energy of every call of the decorated function.
 
@@ -162,32 +289,83 @@ def measure_energy(
         @quietwatt.measure_energy(handler=results.append, domains="package")
         def step(batch): ...
 
+        @quietwatt.measure_energy
+        async def fetch(url): ...          # the awaited call, not the coroutine's creation
+
     Each call's :class:`Measurement` (labelled with the function's qualified
-    name) goes to ``handler`` when one is given, otherwise to ``logger`` (a
-    :class:`logging.Logger` or its name; default the ``quietwatt`` logger) at
-    INFO, its warnings at WARNING. The latest is also kept as
-    ``func.last_measurement``. The function's return value and exceptions pass
-    through unchanged; a call that raises is measured too.
+    name) goes to ``handler`` when one is given; otherwise to ``logger`` (a
+    :class:`logging.Logger` or its name) at INFO, its warnings at WARNING. With
+    neither, it goes to the ``quietwatt`` logger when logging is configured
+    (the logger or the root logger has a handler, e.g. after
+    ``logging.basicConfig(level=logging.INFO)``), and else is printed to
+    standard error by :func:`print_measurement`, so that it is never silently
+    lost. The latest is also kept as ``func.last_measurement``. The function's
+    return value and exceptions pass through unchanged; a call that raises is
+    measured too.
+
+    On an ``async def`` function the measurement spans the awaited call, from
+    the first step of the coroutine to its return (other tasks that run on the
+    loop meanwhile are in the figure, as everything else on the machine is).
+
+    ``min_duration`` (seconds) and ``repeat`` (calls) call the function again,
+    back to back, until both are reached, for work too short for RAPL's ~1 ms
+    update interval: the measurement then covers :attr:`Measurement.calls`
+    calls (see :attr:`Measurement.per_call_j`) and the last call's result is
+    returned. Only for functions that can safely run more than once.
 
     The other arguments are those of :class:`measure`.
     """
+    _check_repeat(min_duration, repeat)
 
-    def wrap(f: F) -> F:
+    def wrap(f: Callable[..., Any]) -> Any:
         label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
 
-        @functools.wraps(f)
-        def measured(*args: Any, **kwargs: Any) -> Any:
-            block = measure(root=root, mechanism=mechanism, domains=domains, emulate=emulate, label=label)
-            m = block.start()
-            try:
-                return f(*args, **kwargs)
-            finally:
-                block.stop()
-                measured.last_measurement = m  # type: ignore[attr-defined]
-                _deliver(m, handler, logger)
+        def begin() -> "tuple[measure, Measurement]":
+            block = measure(
+                root=root, mechanism=mechanism, domains=domains, emulate=emulate, label=label, max_power_w=max_power_w
+            )
+            return block, block.start()
+
+        def end(block: measure, m: Measurement, calls: int) -> None:
+            block.stop()
+            m.calls = max(calls, 1)
+            measured.last_measurement = m  # type: ignore[attr-defined]
+            _deliver(m, handler, logger)
+
+        if inspect.iscoroutinefunction(f):
+
+            @functools.wraps(f)
+            async def measured(*args: Any, **kwargs: Any) -> Any:
+                block, m = begin()
+                calls = 0
+                try:
+                    started = time.perf_counter()
+                    while True:
+                        result = await cast(Callable[..., Awaitable[Any]], f)(*args, **kwargs)
+                        calls += 1
+                        if not _more(calls, started, min_duration, repeat):
+                            return result
+                finally:
+                    end(block, m, calls)
+
+        else:
+
+            @functools.wraps(f)
+            def measured(*args: Any, **kwargs: Any) -> Any:
+                block, m = begin()
+                calls = 0
+                try:
+                    started = time.perf_counter()
+                    while True:
+                        result = f(*args, **kwargs)
+                        calls += 1
+                        if not _more(calls, started, min_duration, repeat):
+                            return result
+                finally:
+                    end(block, m, calls)
 
         measured.last_measurement = None  # type: ignore[attr-defined]
-        return measured  # type: ignore[return-value]
+        return measured
 
     if func is not None:
         return wrap(func)

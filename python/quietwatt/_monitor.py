@@ -4,19 +4,25 @@ samples as a pandas or polars DataFrame."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import time
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, Type, Union
 
 from . import _quietwatt
-from ._env import Domains, Emulate, Environment, open_session, resolve_domains
+from ._env import Domains, Emulate, Environment, open_session, resolve_domains, warn
 from ._errors import BadArgument
-from ._results import Measurement
+from ._results import MaxPower, Measurement
+from ._schema import COLUMNS, conform
 
-#: Columns of :meth:`Monitor.to_pandas` (``die`` is added where the kernel splits
-#: packages by die).
-COLUMNS = ("timestamp_ns", "socket", "domain", "energy_j", "power_w", "interval_ns", "missed")
+if TYPE_CHECKING:
+    import pandas
+    import polars
+
+#: A gap between two samples this many periods long is named in the warnings.
+GAP_PERIODS = 10
 
 
 class Monitor:
@@ -60,6 +66,7 @@ class Monitor:
         domains: Domains = None,
         emulate: Emulate = "off",
         keep_s: float = 300.0,
+        max_power_w: MaxPower = None,
     ):
         if not (isinstance(freq, (int, float)) and freq > 0):
             raise BadArgument(f"freq={freq!r}: give a positive rate in Hz, e.g. freq=1000")
@@ -74,6 +81,11 @@ class Monitor:
         self._chunks: List[Tuple[List[int], List[int], List[int], List[float]]] = []
         self.result: Optional[Measurement] = None
         self.emulated = False
+        self._max_power_w = max_power_w
+        #: Windows so far: ``(name, begin_ns, end_ns or None)`` in CLOCK_MONOTONIC
+        #: nanoseconds (the samples' clock), for :meth:`plot`.
+        self.windows: List[Tuple[str, int, Optional[int]]] = []
+        self._warned: Set[str] = set()
 
     # -- life cycle -------------------------------------------------------
 
@@ -93,6 +105,8 @@ class Monitor:
         self._channels = list(self._session.channels)
         self._chunks = []
         self.result = None
+        self.windows = []
+        self._warned = set()
         return self
 
     def stop(self) -> Measurement:
@@ -110,7 +124,11 @@ class Monitor:
         finally:
             env.close()
         self._chunks.append(rows)
-        self.result = Measurement.from_json(report, self.emulated)
+        self.result = Measurement.from_json(report, self.emulated, max_power_w=self._max_power_w)
+        for w in self._sampling_warnings(serious_only=True):
+            if w not in self._warned:
+                self._warned.add(w)
+                warn(f"quietwatt.Monitor: {w}")
         return self.result
 
     @property
@@ -138,6 +156,28 @@ class Monitor:
         except Exception:
             pass
 
+    def __repr__(self) -> str:
+        state = "running" if self.running else ("stopped" if self.result is not None else "not started")
+        emu = ", EMULATED" if self.emulated else ""
+        return f"<quietwatt.Monitor at {self.freq:g} Hz, {state}, {len(self.windows)} windows{emu}>"
+
+    def _repr_html_(self) -> str:
+        """For notebooks: the state, the run's result, the windows and the warnings."""
+        esc = html.escape
+        parts = [f"<p><b>{esc(repr(self))}</b></p>"]
+        if self.result is not None:
+            parts.append(self.result._repr_html_())
+        if self.windows:
+            rows = "".join(
+                f"<tr><td>{esc(n)}</td><td>{'open' if e is None else f'{(e - b) / 1e9:.3f} s'}</td></tr>"
+                for n, b, e in self.windows
+            )
+            parts.append(f"<table><tr><th>window</th><th>length</th></tr>{rows}</table>")
+        warns = "".join(f"<li>{esc(w)}</li>" for w in self.warnings)
+        if warns:
+            parts.append(f"<ul>{warns}</ul>")
+        return "<div class='quietwatt'>" + "".join(parts) + "</div>"
+
     # -- figures ----------------------------------------------------------
 
     def _running(self) -> _quietwatt.Session:
@@ -147,16 +187,24 @@ class Monitor:
 
     def snapshot(self) -> Measurement:
         """The energy since :meth:`start`, without stopping."""
-        return Measurement.from_json(self._running().snapshot(), self.emulated)
+        return Measurement.from_json(self._running().snapshot(), self.emulated, max_power_w=self._max_power_w)
 
     def begin_window(self, name: str) -> None:
         """Opens a window named ``name`` now. Windows may nest and overlap; a name
         is reused once its window has ended."""
         self._running().begin_window(str(name))
+        self.windows.append((str(name), time.monotonic_ns(), None))
 
     def end_window(self, name: str) -> Measurement:
         """Closes the window ``name`` and returns its energy."""
-        return Measurement.from_json(self._running().end_window(str(name)), self.emulated, label=str(name))
+        m = Measurement.from_json(
+            self._running().end_window(str(name)), self.emulated, label=str(name), max_power_w=self._max_power_w
+        )
+        for i in range(len(self.windows) - 1, -1, -1):
+            if self.windows[i][0] == str(name) and self.windows[i][2] is None:
+                self.windows[i] = (self.windows[i][0], self.windows[i][1], time.monotonic_ns())
+                break
+        return m
 
     @property
     def warnings(self) -> List[str]:
@@ -177,6 +225,35 @@ class Monitor:
             out.append(
                 f"{stats['dropped']} samples dropped from the buffer (keep_s too short for the run); "
                 "their energy still counts in the totals"
+            )
+        out.extend(self._sampling_warnings())
+        return out
+
+    def _sampling_warnings(self, serious_only: bool = False) -> List[str]:
+        """Missed deadlines and long gaps between samples, from the samples; with
+        ``serious_only``, missed deadlines only when over 1 % of the samples (what
+        :meth:`stop` passes to ``warnings.warn``; :attr:`warnings` lists all)."""
+        self._collect()
+        missed = 0
+        longest = 0
+        samples = 0
+        for _, dt_ns, miss, _ in self._chunks:
+            missed += sum(miss)
+            samples += len(miss)
+            if dt_ns:
+                longest = max(longest, max(dt_ns))
+        period_ns = 1e9 / self.freq
+        out: List[str] = []
+        if missed and (not serious_only or missed > 0.01 * (samples + missed)):
+            out.append(
+                f"{missed} sampling deadlines at {self.freq:g} Hz passed without a read (a loaded host, "
+                "or a rate the counters' reads cannot keep): those rows span the gap, their energy is "
+                "counted, but their power is an average over it; sample slower, or see the 'missed' column"
+            )
+        if longest > GAP_PERIODS * period_ns:
+            out.append(
+                f"the longest gap between two samples was {longest / 1e6:.1f} ms, {longest / period_ns:.0f} "
+                f"periods at {self.freq:g} Hz: power at a finer scale than that is not known there"
             )
         return out
 
@@ -206,6 +283,9 @@ class Monitor:
                     cols["power_w"].append(e / (dt * 1e-9) if dt else float("nan"))
                     cols["interval_ns"].append(dt)
                     cols["missed"].append(miss)
+                    cols["merged"].append(0)
+                    cols["freq_hz"].append(self.freq)
+                    cols["counter"].append(None)
                     if with_die:
                         cols["die"].append(die)
         return cols
@@ -218,40 +298,93 @@ class Monitor:
             "channels": [f"{s}/{d}" for s, _, d in self._channels],
         }
 
-    def to_pandas(self) -> "Any":
-        """The samples as a pandas DataFrame (``timestamp_ns``, ``socket``,
-        ``domain``, ``energy_j``, ``power_w``, ``interval_ns``, ``missed``), the
-        run's facts in ``.attrs``. Needs pandas (``pip install pandas``)."""
+    def to_pandas(self) -> "pandas.DataFrame":
+        """The samples as a pandas DataFrame with the columns and dtypes of
+        :data:`quietwatt.SCHEMA` (those of :func:`quietwatt.read_recording`),
+        the run's facts in ``.attrs``. Needs pandas (``pip install pandas``)."""
         try:
             import pandas as pd
         except ImportError as e:
             raise ImportError("Monitor.to_pandas needs pandas: pip install pandas") from e
-        df = pd.DataFrame(self.samples())
+        df: "pandas.DataFrame" = conform(pd.DataFrame(self.samples()), pd)
         df.attrs.update(self._attrs())
         return df
 
-    def to_polars(self) -> "Any":
-        """The samples as a polars DataFrame (the columns of :meth:`to_pandas`).
-        Needs polars (``pip install polars``)."""
+    def to_polars(self) -> "polars.DataFrame":
+        """The samples as a polars DataFrame: the columns of :data:`quietwatt.SCHEMA`
+        (Int64, Utf8, Float64). Needs polars (``pip install polars``)."""
         try:
             import polars as pl
         except ImportError as e:
             raise ImportError("Monitor.to_polars needs polars: pip install polars") from e
-        return pl.DataFrame(self.samples())
+        kinds = {"int64": pl.Int64, "float64": pl.Float64, "string": pl.Utf8}
+        from ._schema import SCHEMA
 
-    def plot(self, ax: Any = None, by: str = "domain") -> Any:
-        """Draws power over time per counter with matplotlib; returns the axes."""
+        schema = {c: kinds[t] for c, t in SCHEMA.items()}
+        cols = self.samples()
+        if "die" in cols:
+            schema["die"] = pl.Int64
+        return pl.DataFrame(cols, schema=schema)
+
+    def plot(
+        self,
+        ax: Any = None,
+        by: str = "domain",
+        raw: bool = False,
+        points: int = 400,
+        windows: bool = True,
+    ) -> Any:
+        """Draws power over time with matplotlib and returns the axes.
+
+        ``by``: one line per ``"domain"`` (summed over sockets, the default),
+        per ``"socket"`` (package + dram of each socket: the whole-machine
+        figure split by socket), or per ``"channel"`` (each socket/domain
+        counter). Domains inside package (core, uncore) are drawn apart, never
+        added to it. Power is resampled to about ``points`` time bins (energy
+        per bin over the bin's length, so nothing is lost); ``raw=True`` draws
+        every sample instead. Windows are shaded and named. The figure uses a
+        constrained layout, so ``ax.figure.savefig(...)`` does not clip labels
+        (``bbox_inches="tight"`` is safe as well)."""
         import matplotlib.pyplot as plt
 
+        if by not in ("domain", "socket", "channel"):
+            raise BadArgument(f"by={by!r}: expected 'domain', 'socket' or 'channel'")
         df = self.to_pandas()
         if ax is None:
-            _, ax = plt.subplots(figsize=(8, 3.5))
-        t0 = df["timestamp_ns"].min() if len(df) else 0
-        for (socket, domain), g in df.groupby(["socket", "domain"]):
-            ax.plot((g["timestamp_ns"] - t0) * 1e-9, g["power_w"], label=f"{socket}/{domain}", lw=0.8)
+            _, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
+        t0 = int(df["timestamp_ns"].min()) if len(df) else 0
+        if by == "domain":
+            df["line"] = df["domain"]
+        elif by == "socket":
+            df = df[df["domain"].isin(["package", "dram"])].copy()
+            df["line"] = "socket " + df["socket"].astype(str) + " (package + dram)"
+        else:
+            df["line"] = df["socket"].astype(str) + "/" + df["domain"].astype(str)
+        span = (int(df["timestamp_ns"].max()) - t0) if len(df) else 0
+        for line, g in df.groupby("line", sort=False):
+            if raw or span == 0 or len(g) <= points * max(1, g["timestamp_ns"].nunique() // max(1, len(g))):
+                per_t = g.groupby("timestamp_ns").agg(energy_j=("energy_j", "sum"), interval_ns=("interval_ns", "max"))
+                t = (per_t.index.to_numpy() - t0) * 1e-9
+                p = per_t["energy_j"] / (per_t["interval_ns"].where(per_t["interval_ns"] > 0) * 1e-9)
+                ax.plot(t, p.to_numpy(), label=str(line), lw=0.8)
+                continue
+            width = max(span / points, 1.0)
+            b = ((g["timestamp_ns"] - t0) // width).astype("int64")
+            per_bin = g.groupby(b).agg(energy_j=("energy_j", "sum"))
+            n_channels = g.groupby(["socket", "domain"]).ngroups
+            time_ns = g.groupby(b)["interval_ns"].sum() / max(1, n_channels)
+            p = per_bin["energy_j"] / (time_ns.where(time_ns > 0) * 1e-9)
+            ax.plot((per_bin.index.to_numpy() + 0.5) * width * 1e-9, p.to_numpy(), label=str(line), lw=1.0)
+        if windows:
+            for name, begin, end in self.windows:
+                stop = end if end is not None else (t0 + span)
+                ax.axvspan((begin - t0) * 1e-9, (stop - t0) * 1e-9, alpha=0.12, color="grey")
+                ax.text((begin - t0) * 1e-9, 1.0, f" {name}", transform=ax.get_xaxis_transform(),
+                        va="top", ha="left", fontsize="small")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("power (W)")
         emu = ", EMULATED" if self.emulated else ""
-        ax.set_title(f"quietwatt at {self.freq:g} Hz{emu}")
+        how = "every sample" if raw else f"resampled to ~{points} points"
+        ax.set_title(f"quietwatt at {self.freq:g} Hz ({how}, whole machine{emu})")
         ax.legend(loc="upper right", fontsize="small")
         return ax

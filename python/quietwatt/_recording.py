@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
+
+if TYPE_CHECKING:
+    import pandas
 
 from ._errors import BadArgument
+from ._schema import add_start_time, conform, typed_metadata
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -43,10 +47,14 @@ def _read_csv(path: str, pd: Any) -> Any:
     import io
 
     df = pd.read_csv(io.StringIO("".join(lines[skip:])), dtype={"counter": "string"}, keep_default_na=False)
-    if "counter" in df.columns:
-        df["counter"] = df["counter"].replace("", pd.NA)
+    return _finish(df, typed_metadata(meta), warnings, pd)
+
+
+def _finish(df: Any, meta: Dict[str, Any], warnings: List[str], pd: Any) -> Any:
+    df = conform(df, pd)
     df.attrs.update(meta)
     df.attrs["warnings"] = warnings
+    add_start_time(df, pd)
     return df
 
 
@@ -71,10 +79,7 @@ def _read_jsonl(path: str, pd: Any) -> Any:
         else:
             rows.append(obj)
     df = pd.DataFrame.from_records(rows, columns=_COLUMNS)
-    df["counter"] = df["counter"].astype("string")
-    df.attrs.update(meta)
-    df.attrs["warnings"] = warnings
-    return df
+    return _finish(df, meta, warnings, pd)
 
 
 # The key of the Parquet key-value metadata that holds the JSON metadata object
@@ -85,7 +90,7 @@ _PARQUET_METADATA_KEY = "quietwatt.recording"
 def _pyarrow_parquet() -> Any:
     """``pyarrow.parquet``, or None when pyarrow is not installed."""
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
         return None
     return pq
@@ -123,23 +128,19 @@ def _read_parquet(path: str, pd: Any) -> Any:
     # the CSV and JSON Lines readers give them: int64, where `x - 1` cannot wrap.
     for c in ("socket", "missed", "merged"):
         df[c] = df[c].astype("int64")
-    df["counter"] = df["counter"].astype("string")
     meta = kv.get(_PARQUET_METADATA_KEY)
-    if meta is not None:
-        df.attrs.update(json.loads(meta))
-    else:
-        df.attrs.update(kv)
-    df.attrs["warnings"] = []
-    return df
+    return _finish(df, json.loads(meta) if meta is not None else typed_metadata(kv), [], pd)
 
 
-def read_recording(path: PathLike, format: str = "auto") -> Any:
+def read_recording(path: PathLike, format: str = "auto") -> "pandas.DataFrame":
     """A recording of ``quietwatt record`` (CSV, JSON Lines or Parquet) as a pandas
-    DataFrame: one row per sample and counter (``timestamp_ns``, ``socket``,
-    ``domain``, ``energy_j``, ``power_w``, ``missed``, ``merged``, ``freq_hz``,
-    ``counter``), its metadata (mechanism, rate, CPU, clock anchor, channels,
-    ``emulated``) in ``.attrs``. Whatever the format, the integer columns are
-    int64 and ``counter`` a string column (NA where the counter did nothing).
+    DataFrame: one row per sample and counter, with the columns and dtypes of
+    :data:`quietwatt.SCHEMA` (those of :meth:`Monitor.to_pandas`), whatever the
+    format. Its metadata is in ``.attrs``, typed the same from every format:
+    ``emulated`` (bool), ``freq_hz`` (float), ``mechanism``, ``cpu_model``,
+    ``host``, ``wall_clock_anchor`` (``{"unix_ns", "monotonic_ns"}``),
+    ``channels`` (dicts), and ``start``, the first row's time as a UTC
+    ``pandas.Timestamp``.
 
     The format follows the extension (``.csv``, ``.jsonl``/``.ndjson``,
     ``.parquet``) unless ``format=`` says. A last line cut by a kill is left out
@@ -161,10 +162,8 @@ def read_recording(path: PathLike, format: str = "auto") -> Any:
             )
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such recording")
-    if fmt == "csv":
-        return _read_csv(path, pd)
-    if fmt == "jsonl":
-        return _read_jsonl(path, pd)
-    if fmt == "parquet":
-        return _read_parquet(path, pd)
+    readers = {"csv": _read_csv, "jsonl": _read_jsonl, "parquet": _read_parquet}
+    if fmt in readers:
+        df: "pandas.DataFrame" = readers[fmt](path, pd)
+        return df
     raise BadArgument(f"format={format!r}: quietwatt records 'csv', 'jsonl' and 'parquet'")

@@ -2,9 +2,122 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+#: A power no real part of each domain exceeds, per socket, in watts: the bound
+#: quietwatt's core uses to reject implausible counter jumps (``Domain::
+#: max_plausible_power`` in ``quietwatt-core``), deliberately generous (a 400 W
+#: server part). When no counter update falls inside a block, the block's energy
+#: is only known to lie between 0 and this power times the block's length.
+#: ``measure(max_power_w=...)`` tightens it for a machine whose limits you know.
+MAX_PLAUSIBLE_POWER_W: Dict[str, float] = {
+    "package": 500.0,
+    "core": 450.0,
+    "uncore": 150.0,
+    "dram": 150.0,
+    "psys": 1000.0,
+}
+
+#: A counter still for longer than this is frozen or draws nothing (quietwatt's
+#: ``STALE_AFTER``), not a counter between two updates.
+_STILL_UNKNOWN_BELOW_S = 0.5
+
+#: A figure whose uncertainty is above this fraction of it is dominated by the
+#: counters' resolution (quietwatt's own threshold for its warning).
+DOMINATED = 0.05
+
+MaxPower = Union[float, Mapping[str, float], None]
+
+
+def _power_bound(domain: str, max_power_w: MaxPower) -> float:
+    if max_power_w is None:
+        return MAX_PLAUSIBLE_POWER_W.get(domain, max(MAX_PLAUSIBLE_POWER_W.values()))
+    if isinstance(max_power_w, (int, float)):
+        return float(max_power_w)
+    if domain in max_power_w:
+        return float(max_power_w[domain])
+    return MAX_PLAUSIBLE_POWER_W.get(domain, max(MAX_PLAUSIBLE_POWER_W.values()))
+
+
+def _rule_members(rule: Optional[str]) -> List[str]:
+    """The domain names a total rule (``package + dram``, ``psys (covers the
+    platform)``) adds up."""
+    if not rule or rule == "none":
+        return []
+    return [part.strip().split(" ")[0] for part in rule.split("+")]
+
+
+def bound_unmoved_counters(report: Dict[str, Any], max_power_w: MaxPower = None) -> None:
+    """Widens, in place, the uncertainties of a measurement shorter than a
+    counter can stand still (0.5 s), where the native estimate (mean power times
+    one update interval) is too small:
+
+    * a counter that did not move had no RAPL update inside the measurement:
+      its energy is not 0 ± one quantum but anywhere between 0 and what the
+      domain can draw over it (its power bound times the duration), and a
+      warning says so;
+    * a counter that moved a few times lags at each read by up to one update
+      interval at the power between its updates, which the energy counted over
+      the duration less one interval bounds (not the mean over the whole
+      duration, which a block with one or two updates underestimates).
+
+    The total's uncertainty grows by what its members' grew."""
+    duration = report.get("duration_s") or 0.0
+    if not report.get("domains") or duration <= 0 or duration >= _STILL_UNKNOWN_BELOW_S:
+        return
+    members = _rule_members(report.get("total_rule"))
+    added: Dict[str, float] = {}
+    widened: List[str] = []
+    for d in report["domains"]:
+        energy = d.get("energy_j") or 0.0
+        quantum = d.get("quantum_j", 0.0)
+        update = d.get("update_interval_s") or 0.001
+        if energy == 0:
+            # No update inside: anywhere between 0 and what the domain can draw.
+            bound = quantum + _power_bound(d["domain"], max_power_w) * duration
+        else:
+            # Few updates inside: each read lags the truth by up to one update
+            # interval at the power between the updates, which is at most the
+            # energy counted over the time the updates certainly span (the
+            # duration less one interval; half an interval at least).
+            bound = quantum + energy * update / max(duration - update, 0.5 * update)
+        if bound <= d.get("uncertainty_j", 0.0):
+            continue
+        grow = bound - d.get("uncertainty_j", 0.0)
+        d["uncertainty_j"] = bound
+        d["power_uncertainty_w"] = bound / duration
+        if d["domain"] in members:
+            if d["domain"] == "psys":  # one psys is counted, whichever it is
+                added["psys"] = max(added.get("psys", 0.0), grow)
+            else:
+                added[f"{d['socket']}/{d['domain']}/{d.get('die')}"] = grow
+        if energy == 0:
+            d["unmoved"] = True
+            widened.append(f"{d['socket']}/{d['domain']} (≤ {bound:.6f} J)")
+    if report.get("total_uncertainty_j") is not None and added:
+        report["total_uncertainty_j"] += sum(added.values())
+        report["total_power_uncertainty_w"] = report["total_uncertainty_j"] / duration
+        u, e = report["total_uncertainty_j"], report.get("total_energy_j") or 0.0
+        share = f"{100 * u / e:.0f} %" if e > 0 else "all"
+        report["warnings"] = [
+            re.sub(r"^the total's uncertainty \(± [0-9.]+ J\) is [0-9]+ % of it",
+                   f"the total's uncertainty (± {u:.6f} J) is {share} of it", w)
+            for w in report.get("warnings", [])
+        ]
+    if not widened:
+        return
+    update_ms = 1e3 * max((d.get("update_interval_s") or 0.001) for d in report["domains"])
+    report.setdefault("warnings", []).append(
+        f"no counter update fell inside the {duration:.6f} s measured for {', '.join(widened)}: "
+        f"RAPL updates about every {update_ms:.1f} ms, so that energy is only known to lie between 0 "
+        "and the domain's power bound times the duration (quietwatt.MAX_PLAUSIBLE_POWER_W, or "
+        "max_power_w=), which the uncertainty now covers; repeat the work until it lasts 0.1 s or more "
+        "(measure_energy(min_duration=0.1), quietwatt.measure_calls) to resolve it"
+    )
 
 
 @dataclass(frozen=True)
@@ -44,11 +157,29 @@ class Measurement:
     emulated: bool = False
     """True when the figures come from quietwatt's emulator, not the hardware."""
     report: Dict[str, Any] = field(default_factory=dict)
-    """Everything measured, as ``quietwatt run --json`` prints it."""
+    """Everything measured, as ``quietwatt run --json`` prints it (plus
+    ``emulated``, ``calls`` and ``unmoved`` on counters whose uncertainty was
+    widened because no update fell inside the measurement)."""
+    calls: int = 1
+    """How many calls of the function the figures cover (``measure_calls``,
+    ``measure_energy(min_duration=...)``); :attr:`per_call_j` divides by it."""
+
+    scope = "machine"
+    """Whose energy this is: always the whole machine's (every process on the
+    measured packages and their DRAM), never this process's alone. RAPL counts
+    per package and per DRAM channel; a busy neighbour adds to the figure."""
 
     @classmethod
-    def from_json(cls, text: str, emulated: bool, label: Optional[str] = None) -> "Measurement":
-        m = cls(label=label, emulated=emulated, report=json.loads(text))
+    def from_json(
+        cls,
+        text: str,
+        emulated: bool,
+        label: Optional[str] = None,
+        max_power_w: MaxPower = None,
+    ) -> "Measurement":
+        report = json.loads(text)
+        bound_unmoved_counters(report, max_power_w)
+        m = cls(label=label, emulated=emulated, report=report)
         m.report["emulated"] = emulated
         return m
 
@@ -82,6 +213,32 @@ class Measurement:
     def power_w(self) -> Optional[float]:
         """Mean total power."""
         return self.report.get("total_power_w")
+
+    @property
+    def per_call_j(self) -> Optional[float]:
+        """:attr:`total_j` divided by :attr:`calls`."""
+        t = self.total_j
+        return None if t is None else t / self.calls
+
+    @property
+    def per_call_uncertainty_j(self) -> Optional[float]:
+        """:attr:`uncertainty_j` divided by :attr:`calls`: repeating the work is
+        how a short call's energy gets resolved."""
+        u = self.uncertainty_j
+        return None if u is None else u / self.calls
+
+    @property
+    def resolution_dominated(self) -> bool:
+        """True when the counters' resolution (their step, their ~1 ms update
+        interval) dominates the figure: an uncertainty over 5 % of the total, or
+        no total at all. Measure longer, or repeat the work
+        (:func:`quietwatt.measure_calls`), to resolve it."""
+        if not self.done:
+            return False
+        t, u = self.total_j, self.uncertainty_j
+        if t is None or u is None or t <= 0:
+            return True
+        return u > DOMINATED * t
 
     @property
     def total_rule(self) -> Optional[str]:
@@ -123,11 +280,36 @@ class Measurement:
         what = f"'{self.label}' " if self.label else ""
         emu = ", EMULATED" if self.emulated else ""
         total = (
-            f"{self.total_j:.6f} ± {self.uncertainty_j:.6f} J (= {self.total_rule})"
+            f"{self.total_j:.6f} ± {self.uncertainty_j:.6f} J (whole machine: {self.total_rule})"
             if self.total_j is not None
             else "no total"
         )
-        return f"{what}{total} in {self.duration_s:.3f} s ({self.mechanism}{emu})"
+        calls = ""
+        if self.calls != 1 and self.per_call_j is not None:
+            calls = f", {self.per_call_j:.6f} ± {self.per_call_uncertainty_j:.6f} J per call over {self.calls} calls"
+        dominated = ", RESOLUTION-DOMINATED" if self.resolution_dominated else ""
+        return f"{what}{total} in {self.duration_s:.3f} s{calls} ({self.mechanism}{emu}{dominated})"
 
     def __repr__(self) -> str:
         return f"Measurement({self})"
+
+    def _repr_html_(self) -> str:
+        """A table for notebooks: the total, each counter, and the warnings."""
+        if not self.done:
+            return f"<p>quietwatt measurement {html.escape(self.label or '')} running</p>"
+        esc = html.escape
+        head = esc(str(self))
+        rows = "".join(
+            f"<tr><td>{d.socket}</td><td>{esc(d.domain)}</td><td>{d.energy_j:.6f}</td>"
+            f"<td>± {d.uncertainty_j:.6f}</td><td>{d.power_w:.3f}</td></tr>"
+            for d in self.domains
+        )
+        warns = "".join(f"<li>{esc(w)}</li>" for w in self.warnings)
+        emu = "<p><b>EMULATED</b>: the emulator's figures, not this machine's.</p>" if self.emulated else ""
+        return (
+            f"<div class='quietwatt'><p><b>{head}</b></p>{emu}"
+            "<table><tr><th>socket</th><th>domain</th><th>energy (J)</th><th>± (J)</th><th>power (W)</th></tr>"
+            f"{rows}</table><p>Whole machine: every process on the measured packages and their DRAM.</p>"
+            + (f"<ul>{warns}</ul>" if warns else "")
+            + "</div>"
+        )

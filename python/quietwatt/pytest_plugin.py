@@ -22,6 +22,8 @@ from typing import Any, Dict, Generator, List, Optional
 
 import pytest
 
+from ._results import DOMINATED, bound_unmoved_counters
+
 SCHEMA = "quietwatt.pytest/1"
 
 
@@ -65,6 +67,8 @@ class EnergyPlugin:
             yield
         finally:
             report = json.loads(session.stop()[0])
+            bound_unmoved_counters(report)
+            e, u = report.get("total_energy_j"), report.get("total_uncertainty_j")
             self.results.append(
                 {
                     "nodeid": item.nodeid,
@@ -77,6 +81,9 @@ class EnergyPlugin:
                         for d in report.get("domains", [])
                     ],
                     "warnings": report.get("warnings", []),
+                    # The counters' resolution (their ~1 ms update) dominates:
+                    # an uncertainty over 5 % of the figure, or no figure.
+                    "resolution_dominated": e is None or u is None or e <= 0 or u > DOMINATED * e,
                 }
             )
 
@@ -129,11 +136,20 @@ class EnergyPlugin:
                 e, u = r["energy_j"], r["uncertainty_j"]
                 es = f"{e:12.6f}" if e is not None else f"{'n/a':>12}"
                 us = f"{u:10.6f}" if u is not None else f"{'':>10}"
-                tr.write_line(f"{es} {us} {r['duration_s']:9.3f}  {r['nodeid']}")
+                mark = "  [resolution-dominated]" if r["resolution_dominated"] else ""
+                tr.write_line(f"{es} {us} {r['duration_s']:9.3f}  {r['nodeid']}{mark}")
             if len(ranked) > top:
                 tr.write_line(f"... and {len(ranked) - top} more (--energy-top N, --energy-json FILE)")
+            if any(r["resolution_dominated"] for r in ranked[:top]):
+                tr.write_line(
+                    "[resolution-dominated]: the test is too short for RAPL's ~1 ms update interval "
+                    "(the ± covers what it may have drawn); repeat its work to resolve it "
+                    "(quietwatt.measure_calls)"
+                )
         rule = ranked[0]["total_rule"] if ranked else ""
-        tr.write_line(f"{len(ranked)} tests, {self.total():.6f} J in all (= {rule}, each test's call phase)")
+        tr.write_line(
+            f"{len(ranked)} tests, {self.total():.6f} J in all (whole machine: {rule}, each test's call phase)"
+        )
         for f in self.failures:
             tr.write_line(f"ENERGY BUDGET EXCEEDED: {f}", red=True, bold=True)
 

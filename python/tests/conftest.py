@@ -56,3 +56,9 @@ def threads() -> list:
         if not name.startswith("fuser"):
             names.append(name)
     return sorted(names)
+
+
+def pytest_configure(config):
+    # Every test against the `emu` fixture passes root=<emulator>, which warns
+    # (as it must): kept out of the summary. pytest.warns still sees it.
+    config.addinivalue_line("filterwarnings", r"ignore:quietwatt. EMULATED RAPL. root=:UserWarning")

@@ -27,14 +27,18 @@ def test_emulate_auto_falls_back_to_the_emulator_only_where_nothing_measures(tmp
         with qw.measure(root=tmp_path, emulate="auto") as m:
             pass
     assert m.emulated
-    # Where RAPL works (here: an emulator at root=), auto measures it, silently.
+    # Where RAPL works (here: an emulator at root=), auto measures it and mounts
+    # no emulator of its own; the warning says the root is an emulator's.
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         with qw.measure(root=emu.root, emulate="auto", mechanism="powercap") as m:
             pass
     assert m.mechanism == "powercap"
+    assert [str(w.message).split(": ")[1:3] for w in caught] == [
+        ["EMULATED RAPL", f"root={emu.root} is a quietwatt emulator's mount"]
+    ]
 
 
 @pytest.mark.parametrize(

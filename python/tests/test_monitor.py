@@ -58,7 +58,7 @@ def test_the_samples_add_up_to_the_run_and_to_what_the_emulator_served(emu):
     assert not mon.running and run.emulated and run.mechanism == "powercap"
     assert snap.duration_s <= run.duration_s
     df = mon.to_pandas()
-    assert list(df.columns) == ["timestamp_ns", "socket", "domain", "energy_j", "power_w", "interval_ns", "missed"]
+    assert list(df.columns) == list(qw.SCHEMA)
     assert df.attrs["mechanism"] == "powercap" and df.attrs["emulated"] is True
     assert len(df) >= 4 * 10
     for d in run.domains:
