@@ -131,9 +131,10 @@ class Environment:
     def __init__(self, root: Union[str, "os.PathLike[str]", None], emulate: Emulate):
         when = _when(emulate)
         self.root = resolve_root(root)
-        self._emulator: Optional[_quietwatt.Emulator] = None
+        self._emulator: Optional[_quietwatt.BuiltInEmulator] = None
         if when == "on" or (when == "auto" and not _quietwatt.can_measure(self.root)):
-            self._emulator = _quietwatt.Emulator()
+            # Served by a child process: it unmounts when this process ends, however.
+            self._emulator = _quietwatt.BuiltInEmulator()
             self.root = self._emulator.root
             why = (
                 "emulate='on'"

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 #: A power no real part of each domain exceeds, per socket, in watts: the bound
-#: quietwatt's core uses to reject implausible counter jumps (``Domain::
-#: max_plausible_power`` in ``quietwatt-core``), deliberately generous (a 400 W
-#: server part). When no counter update falls inside a block, the block's energy
-#: is only known to lie between 0 and this power times the block's length.
-#: ``measure(max_power_w=...)`` tightens it for a machine whose limits you know.
+#: quietwatt's core uses where the system states no limit for a domain
+#: (``Domain::max_plausible_power`` in ``quietwatt-core``), deliberately generous
+#: (a 400 W server part); where powercap or the MSRs state one, twice that is used.
+#: When no counter update falls inside a block, the block's energy is only known
+#: to lie between 0 and that power times the block's length.
+#: ``measure(max_power_w=...)`` replaces it for a machine whose limits you know.
 MAX_PLAUSIBLE_POWER_W: Dict[str, float] = {
     "package": 500.0,
     "core": 450.0,
@@ -52,41 +53,26 @@ def _rule_members(rule: Optional[str]) -> List[str]:
 
 
 def bound_unmoved_counters(report: Dict[str, Any], max_power_w: MaxPower = None) -> None:
-    """Widens, in place, the uncertainties of a measurement shorter than a
-    counter can stand still (0.5 s), where the native estimate (mean power times
-    one update interval) is too small:
-
-    * a counter that did not move had no RAPL update inside the measurement:
-      its energy is not 0 ± one quantum but anywhere between 0 and what the
-      domain can draw over it (its power bound times the duration), and a
-      warning says so;
-    * a counter that moved a few times lags at each read by up to one update
-      interval at the power between its updates, which the energy counted over
-      the duration less one interval bounds (not the mean over the whole
-      duration, which a block with one or two updates underestimates).
-
-    The total's uncertainty grows by what its members' grew."""
+    """Marks, in place, the counters that did not move during a measurement
+    shorter than a counter can stand still (0.5 s): no RAPL update fell inside
+    it, so their energy lies anywhere between 0 and what the domain can draw over
+    it. The native report already bounds that by the domain's stated power
+    (twice its powercap or MSR limit, or the documented default of
+    :data:`MAX_PLAUSIBLE_POWER_W`) times the duration, and says so in its
+    warnings; ``max_power_w`` replaces that bound with one you know for the
+    machine (tighter or looser). The total's uncertainty follows its members'."""
     duration = report.get("duration_s") or 0.0
     if not report.get("domains") or duration <= 0 or duration >= _STILL_UNKNOWN_BELOW_S:
         return
     members = _rule_members(report.get("total_rule"))
     added: Dict[str, float] = {}
-    widened: List[str] = []
     for d in report["domains"]:
-        energy = d.get("energy_j") or 0.0
-        quantum = d.get("quantum_j", 0.0)
-        update = d.get("update_interval_s") or 0.001
-        if energy == 0:
-            # No update inside: anywhere between 0 and what the domain can draw.
-            bound = quantum + _power_bound(d["domain"], max_power_w) * duration
-        else:
-            # Few updates inside: each read lags the truth by up to one update
-            # interval at the power between the updates, which is at most the
-            # energy counted over the time the updates certainly span (the
-            # duration less one interval; half an interval at least).
-            bound = quantum + energy * update / max(duration - update, 0.5 * update)
-        if bound <= d.get("uncertainty_j", 0.0):
+        if d.get("energy_j") or 0.0:
             continue
+        d["unmoved"] = True
+        if max_power_w is None:
+            continue
+        bound = d.get("quantum_j", 0.0) + _power_bound(d["domain"], max_power_w) * duration
         grow = bound - d.get("uncertainty_j", 0.0)
         d["uncertainty_j"] = bound
         d["power_uncertainty_w"] = bound / duration
@@ -95,9 +81,6 @@ def bound_unmoved_counters(report: Dict[str, Any], max_power_w: MaxPower = None)
                 added["psys"] = max(added.get("psys", 0.0), grow)
             else:
                 added[f"{d['socket']}/{d['domain']}/{d.get('die')}"] = grow
-        if energy == 0:
-            d["unmoved"] = True
-            widened.append(f"{d['socket']}/{d['domain']} (≤ {bound:.6f} J)")
     if report.get("total_uncertainty_j") is not None and added:
         report["total_uncertainty_j"] += sum(added.values())
         report["total_power_uncertainty_w"] = report["total_uncertainty_j"] / duration
@@ -108,16 +91,6 @@ def bound_unmoved_counters(report: Dict[str, Any], max_power_w: MaxPower = None)
                    f"the total's uncertainty (± {u:.6f} J) is {share} of it", w)
             for w in report.get("warnings", [])
         ]
-    if not widened:
-        return
-    update_ms = 1e3 * max((d.get("update_interval_s") or 0.001) for d in report["domains"])
-    report.setdefault("warnings", []).append(
-        f"no counter update fell inside the {duration:.6f} s measured for {', '.join(widened)}: "
-        f"RAPL updates about every {update_ms:.1f} ms, so that energy is only known to lie between 0 "
-        "and the domain's power bound times the duration (quietwatt.MAX_PLAUSIBLE_POWER_W, or "
-        "max_power_w=), which the uncertainty now covers; repeat the work until it lasts 0.1 s or more "
-        "(measure_energy(min_duration=0.1), quietwatt.measure_calls) to resolve it"
-    )
 
 
 @dataclass(frozen=True)

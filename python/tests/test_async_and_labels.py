@@ -4,6 +4,7 @@ user's line, the refused 'gpu' domain, and results visible by default."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -113,6 +114,6 @@ def step():
 step()
 """
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={"PYTHONPATH": str(REPO / "python"), "PATH": "/usr/bin:/bin"})
+                       env={**os.environ, "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert "quietwatt: 'step' " in r.stderr and " J (whole machine: package + dram)" in r.stderr, r.stderr

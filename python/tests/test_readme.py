@@ -32,7 +32,8 @@ def test_the_readme_has_python_examples_and_the_first_one_says_what_it_measures(
 def test_each_readme_example_runs_as_written(tmp_path, i):
     path = tmp_path / f"readme_{i}.py"
     path.write_text(blocks()[i])
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "MPLBACKEND": "Agg"}
+    # The package as installed (the wheel, with its native module), not the sources.
+    env = {**os.environ, "MPLBACKEND": "Agg"}
     env.pop("QUIETWATT_ROOT", None)
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr

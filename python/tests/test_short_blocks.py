@@ -64,21 +64,28 @@ def test_a_block_with_no_counter_update_inside_says_so_and_covers_the_truth(slow
             unmoved += 1
             assert m.resolution_dominated
             assert "RESOLUTION-DOMINATED" in str(m)
-            assert any("no counter update fell inside" in w for w in m.warnings), m.warnings
-            # Bounded by the documented power bound times the block's length, not more.
-            bound = qw.MAX_PLAUSIBLE_POWER_W["package"] * m.duration_s
+            assert any("did not move" in w and "repeat the work" in w for w in m.warnings), m.warnings
+            # Bounded by twice the package's largest stated limit (the emulator's
+            # short-term constraint, 1.25 × 1.5 × 20 W = 37.5 W) times the block's
+            # length, not more.
+            bound = 2 * 37.5 * m.duration_s
             assert pkg.uncertainty_j == pytest.approx(bound + 1e-6, rel=1e-6)
     # The case under test happened (a 1 ms block holds a 20 ms update rarely).
     assert unmoved >= 10, unmoved
 
 
 def test_a_known_power_limit_tightens_the_bound(slow_emu):
-    with qw.measure(root=slow_emu.root, mechanism="powercap", max_power_w={"package": 30, "dram": 6}) as m:
-        pass
-    pkg = m.domain("package")
-    if pkg.energy_j == 0:
-        assert pkg.uncertainty_j == pytest.approx(30 * m.duration_s + 1e-6, rel=1e-6)
-        assert m.domain("dram").uncertainty_j == pytest.approx(6 * m.duration_s + 1e-6, rel=1e-6)
+    unmoved = 0
+    for _ in range(10):
+        with qw.measure(root=slow_emu.root, mechanism="powercap", max_power_w={"package": 30, "dram": 6}) as m:
+            pass
+        pkg = m.domain("package")
+        if pkg.energy_j == 0:
+            unmoved += 1
+            assert pkg.uncertainty_j == pytest.approx(30 * m.duration_s + 1e-6, rel=1e-6)
+            assert m.domain("dram").uncertainty_j == pytest.approx(6 * m.duration_s + 1e-6, rel=1e-6)
+    # An empty block holds a 20 ms update rarely: the case under test happened.
+    assert unmoved >= 5, unmoved
 
 
 def test_repeating_a_short_call_resolves_its_energy_per_call(emu):

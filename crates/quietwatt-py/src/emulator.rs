@@ -15,6 +15,16 @@ struct Mounted {
     _dir: Option<tempfile::TempDir>,
 }
 
+impl Mounted {
+    /// Unmounts after closing the counters kept open under it for reuse (they
+    /// would keep the mount busy: each emulated block left 5 descriptors and 2
+    /// threads, and its close waited 2 s for a FUSE thread that never ended).
+    fn unmount(self) -> quietwatt_emulator::Result<()> {
+        crate::session::forget_under(&self.emulator.dir().display().to_string());
+        self.emulator.unmount()
+    }
+}
+
 /// A RAPL machine served over FUSE (`quietwatt.Emulator` wraps it).
 #[pyclass(module = "quietwatt._quietwatt", frozen)]
 pub struct Emulator {
@@ -285,9 +295,101 @@ impl Emulator {
     fn unmount(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(m) = taken {
-            py.detach(|| m.emulator.unmount())
+            py.detach(|| m.unmount())
                 .map_err(|e| emulator_error(py, e))?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Emulator {
+    /// An emulator Python collects without `unmount()` closes what is kept open
+    /// under it first, as `unmount()` does.
+    fn drop(&mut self) {
+        let taken = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(m) = taken {
+            let _ = m.unmount();
+        }
+    }
+}
+
+/// The built-in emulator behind `emulate="on"`/`"auto"`: the default machine,
+/// served by a child process ([`quietwatt_emulator::ChildEmulator`]), so that
+/// however this process ends (SIGKILL included) the child sees it gone and
+/// unmounts: no dead mount is left behind.
+#[pyclass(module = "quietwatt._quietwatt", frozen)]
+pub struct BuiltInEmulator {
+    inner: Mutex<Option<(quietwatt_emulator::ChildEmulator, tempfile::TempDir)>>,
+    root: String,
+}
+
+impl BuiltInEmulator {
+    fn close(
+        taken: Option<(quietwatt_emulator::ChildEmulator, tempfile::TempDir)>,
+    ) -> quietwatt_emulator::Result<()> {
+        let Some((child, dir)) = taken else {
+            return Ok(());
+        };
+        crate::session::forget_under(&child.dir().display().to_string());
+        let r = child.unmount();
+        drop(dir);
+        r
+    }
+}
+
+#[pymethods]
+impl BuiltInEmulator {
+    /// Mounts the default emulated machine in a temporary directory.
+    #[new]
+    fn new(py: Python<'_>) -> PyResult<BuiltInEmulator> {
+        let dir = tempfile::Builder::new()
+            .prefix("quietwatt-emulator-")
+            .tempdir()
+            .map_err(|e| {
+                raise(
+                    py,
+                    "EmulatorError",
+                    format!("cannot create a directory for the emulator: {e}"),
+                )
+            })?;
+        let child = py
+            .detach(|| {
+                quietwatt_emulator::ChildEmulator::mount(dir.path(), EmulatorConfig::default())
+            })
+            .map_err(|e| raise(py, "EmulatorError", e.to_string()))?;
+        let root = child.dir().display().to_string();
+        Ok(BuiltInEmulator {
+            inner: Mutex::new(Some((child, dir))),
+            root,
+        })
+    }
+
+    /// The directory to measure under.
+    #[getter]
+    fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Closes what is kept open under it, tells the child to unmount and waits
+    /// for it (milliseconds). Safe to call twice.
+    fn unmount(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        py.detach(|| BuiltInEmulator::close(taken))
+            .map_err(|e| emulator_error(py, e))
+    }
+}
+
+impl Drop for BuiltInEmulator {
+    fn drop(&mut self) {
+        let taken = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let _ = BuiltInEmulator::close(taken);
     }
 }

@@ -29,6 +29,7 @@ fn _quietwatt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<session::Session>()?;
     m.add_class::<emulator::Emulator>()?;
+    m.add_class::<emulator::BuiltInEmulator>()?;
     m.add_function(wrap_pyfunction!(info::doctor_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::domains_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::can_measure, m)?)?;

@@ -21,6 +21,14 @@ fn kept() -> std::sync::MutexGuard<'static, HashMap<Key, Box<dyn Source>>> {
     KEPT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Closes the counters kept for reuse under `root` (an emulator about to be
+/// unmounted): open files would keep its mount busy, so that the unmount would
+/// only detach it, and its FUSE thread and descriptors would stay for good.
+pub fn forget_under(root: &str) {
+    let root = std::path::Path::new(root);
+    kept().retain(|k, _| !std::path::Path::new(&k.0).starts_with(root));
+}
+
 /// The configuration from the Python arguments (already defaulted on the Python
 /// side: `root` is never empty here).
 pub fn config(

@@ -1,7 +1,7 @@
 use super::*;
 use crate::counter::Wrap;
 use crate::domain::Domain;
-use crate::units::EnergyUnit;
+use crate::units::{EnergyUnit, Watts};
 use std::path::PathBuf;
 
 /// A source replaying scripted raw values.
@@ -433,4 +433,48 @@ fn a_meter_for_channels_is_fed_like_a_reading_one_and_cannot_read() {
         ("powercap", 1)
     );
     assert_eq!(described.report().mechanism, "powercap");
+}
+
+#[test]
+fn a_block_with_no_counter_update_is_bounded_by_what_the_domain_can_draw() {
+    use Domain::*;
+    // 300 µs, no update: before, 0 ± 1 µJ however much was drawn.
+    let src = Scripted {
+        channels: vec![Channel {
+            limit: Some(Watts(37.5)),
+            ..channel(0, Package, 1 << 40)
+        }],
+        values: vec![],
+        next: 0,
+    };
+    let mut meter = Meter::new(Box::new(src));
+    meter.feed(0, &[5_000_000]).unwrap();
+    meter.feed(300_000, &[5_000_000]).unwrap();
+    let r = meter.report();
+    let d = &r.domains[0];
+    assert_eq!(d.energy_j, Joules(0.0));
+    // Twice the stated 37.5 W over 300 µs: 22.5 mJ, covering the ~6 mJ a 20 W
+    // package draws.
+    assert!(
+        (d.uncertainty_j.0 - (75.0 * 300e-6 + 1e-6)).abs() < 1e-9,
+        "{d:?}"
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains("did not move")
+            && w.contains(&format!("{:.6}", d.uncertainty_j.0))),
+        "{:?}",
+        r.warnings
+    );
+    // One update of 20 mJ (20 W, 1 ms) inside 1.7 ms: 34 mJ were drawn; the
+    // lag is bounded by the energy over the 0.7 ms the update certainly spans.
+    let src = Scripted {
+        channels: vec![channel(0, Package, 1 << 40)],
+        values: vec![],
+        next: 0,
+    };
+    let mut meter = Meter::new(Box::new(src));
+    meter.feed(0, &[0]).unwrap();
+    meter.feed(1_700_000, &[20_000]).unwrap();
+    let d = &meter.report().domains[0];
+    assert!(d.energy_j.0 + d.uncertainty_j.0 >= 0.034, "{d:?}");
 }
