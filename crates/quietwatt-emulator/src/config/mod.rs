@@ -94,6 +94,16 @@ impl DomainWatts {
         }
     }
 
+    /// Scales core and uncore down together, if need be, so that they add up to
+    /// at most `cap` watts.
+    fn fit_inside(&mut self, cap: f64) {
+        let inside = self.core + self.uncore;
+        if inside > cap && inside > 0.0 {
+            self.core *= cap / inside;
+            self.uncore *= cap / inside;
+        }
+    }
+
     /// The power of `domain` (psys is not per socket: 0 here).
     pub fn get(&self, domain: Domain) -> f64 {
         match domain {
@@ -232,6 +242,7 @@ impl PowerProfile {
             why,
         };
         let mut inside_named = false;
+        let mut package_named = false;
         let mut follow_named = false;
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (target, watts) = item
@@ -271,6 +282,7 @@ impl PowerProfile {
             }
             let domain: Domain = name.parse().map_err(|e| err(format!("{e}")))?;
             inside_named |= matches!(domain, Domain::Core | Domain::Uncore);
+            package_named |= domain == Domain::Package;
             if domain == Domain::Psys {
                 return Err(err(
                     "psys is the sum of packages, DRAM and `platform`: set platform=W".to_string(),
@@ -306,11 +318,14 @@ impl PowerProfile {
             // in a 10 W idle package.
             let cap = 0.7 * f.idle_w;
             for w in std::iter::once(&mut self.default).chain(self.sockets.iter_mut()) {
-                let inside = w.core + w.uncore;
-                if inside > cap && inside > 0.0 {
-                    w.core *= cap / inside;
-                    w.uncore *= cap / inside;
-                }
+                w.fit_inside(cap);
+            }
+        } else if package_named && !inside_named {
+            // `package=5` alone: the default core and uncore (14 W) would not fit
+            // either; they keep their share, within 70 % of the package.
+            for w in std::iter::once(&mut self.default).chain(self.sockets.iter_mut()) {
+                let cap = 0.7 * w.package;
+                w.fit_inside(cap);
             }
         }
         Ok(())

@@ -164,3 +164,26 @@ fn follow_alone_fits_core_and_uncore_inside_its_idle_package() {
         .unwrap();
     assert!(named.validate().is_err());
 }
+
+#[test]
+fn a_package_alone_keeps_core_and_uncore_inside_it() {
+    // `Emulator(watts={"package": 5})` once failed: the default core and uncore
+    // (14 W) exceeded 5 W.
+    let c = EmulatorConfig::default().with_power("package=5").unwrap();
+    c.validate().unwrap();
+    let w = c.power.socket(0);
+    assert!((w.core + w.uncore - 3.5).abs() < 1e-9, "{w:?}");
+    assert!((w.core / w.uncore - 6.0).abs() < 1e-9, "{w:?}");
+    // A package with room keeps the defaults.
+    let w = EmulatorConfig::default()
+        .with_power("package=40")
+        .unwrap()
+        .power
+        .socket(0);
+    assert_eq!((w.core, w.uncore), (12.0, 2.0));
+    // Named core and uncore are the user's: checked, not rescaled.
+    let named = EmulatorConfig::default()
+        .with_power("package=5,core=12")
+        .unwrap();
+    assert!(named.validate().is_err());
+}
