@@ -80,3 +80,59 @@ pub fn can_measure(py: Python<'_>, root: &str) -> bool {
 pub fn is_emulator(root: &str) -> bool {
     quietwatt_emulator::serves(Path::new(root))
 }
+
+/// The statistics of `quietwatt compare` on two sets of runs: each set's values
+/// (one per run, e.g. joules) and their `±` measurement bounds. Returns JSON:
+/// `a` and `b` summaries (mean, interval, spread, outliers), Welch's test, the
+/// ratio `b / a` with its interval, the rank test with the Hodges-Lehmann shift,
+/// the verdict and, with `gate_pct`, the gate's outcome (`pass`, `regression`,
+/// `inconclusive`), exactly as the CLI computes them (`quietwatt::repeat`).
+#[pyfunction]
+#[pyo3(signature = (a, a_bounds, b, b_bounds, gate_pct=None))]
+pub fn compare_json(
+    py: Python<'_>,
+    a: Vec<f64>,
+    a_bounds: Vec<f64>,
+    b: Vec<f64>,
+    b_bounds: Vec<f64>,
+    gate_pct: Option<f64>,
+) -> PyResult<String> {
+    use quietwatt::repeat::{gate, rank_test, ratio, verdict, welch, Summary};
+    let summary = |name: &str, v: &[f64], bounds: &[f64]| {
+        Summary::new(v, bounds).ok_or_else(|| {
+            bad_argument(
+                py,
+                format!(
+                    "{name}: {} value(s) and {} bound(s): give one finite value and one bound per run, at least one run",
+                    v.len(),
+                    bounds.len()
+                ),
+            )
+        })
+    };
+    let (sa, sb) = (summary("a", &a, &a_bounds)?, summary("b", &b, &b_bounds)?);
+    let w = welch(&sa, &sb);
+    let r = ratio(&sa, &sb);
+    let v = verdict(w.as_ref(), r.as_ref());
+    let g = match (gate_pct, &r) {
+        (Some(p), Some(r)) if p.is_finite() && p >= 0.0 => Some(gate(v, r, p)),
+        (Some(p), _) if !(p.is_finite() && p >= 0.0) => {
+            return Err(bad_argument(
+                py,
+                format!("gate_pct={p}: expected a percentage ≥ 0"),
+            ))
+        }
+        _ => None,
+    };
+    Ok(serde_json::json!({
+        "a": sa,
+        "b": sb,
+        "welch": w,
+        "ratio": r,
+        "rank_test": rank_test(&a, &b),
+        "verdict": v.words(),
+        "gate": g,
+        "gate_pct": gate_pct,
+    })
+    .to_string())
+}

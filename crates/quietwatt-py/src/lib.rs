@@ -34,5 +34,6 @@ fn _quietwatt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::domains_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::can_measure, m)?)?;
     m.add_function(wrap_pyfunction!(info::is_emulator, m)?)?;
+    m.add_function(wrap_pyfunction!(info::compare_json, m)?)?;
     Ok(())
 }
