@@ -16,6 +16,8 @@
 //! print(m.total_j, "J ±", m.uncertainty_j)
 //! ```
 
+#[cfg(feature = "cli")]
+mod cli;
 mod emulator;
 mod errors;
 mod info;
@@ -35,5 +37,7 @@ fn _quietwatt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::can_measure, m)?)?;
     m.add_function(wrap_pyfunction!(info::is_emulator, m)?)?;
     m.add_function(wrap_pyfunction!(info::compare_json, m)?)?;
+    #[cfg(feature = "cli")]
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())
 }

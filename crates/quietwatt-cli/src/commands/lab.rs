@@ -240,11 +240,12 @@ pub struct OverheadArgs {
 
 /// The command of one run of a built-in kernel: `EXE bench workload KIND --json
 /// --size N --threads T`, which prints the solve time the lab reads.
-fn builtin_workload(exe: &std::path::Path, spec: workload::Spec) -> CommandFactory {
-    let exe = exe.to_path_buf();
+fn builtin_workload(exe: &[std::ffi::OsString], spec: workload::Spec) -> CommandFactory {
+    let exe = exe.to_vec();
     CommandFactory::new(move |()| {
-        let mut c = std::process::Command::new(&exe);
-        c.args(["bench", "workload", spec.kind.name(), "--json"])
+        let mut c = std::process::Command::new(&exe[0]);
+        c.args(&exe[1..])
+            .args(["bench", "workload", spec.kind.name(), "--json"])
             .arg("--size")
             .arg(spec.size.to_string())
             .arg("--threads")
@@ -270,12 +271,8 @@ pub fn overhead(env: &Environment, args: OverheadArgs) -> Result<ExitCode, Failu
         // A built-in kernel runs in a child process, as every workload does, so
         // that its CPU time and exit are its own: this executable's `bench
         // workload`, whose command line only the CLI knows.
-        let exe = std::env::current_exe().map_err(|e| {
-            Failure::new(
-                USAGE,
-                format!("cannot find quietwatt's own executable: {e}"),
-            )
-        })?;
+        let exe = crate::self_command()
+            .ok_or_else(|| Failure::new(USAGE, "cannot find quietwatt's own executable"))?;
         let mut workloads = args
             .workload
             .iter()

@@ -1,0 +1,5 @@
+"""``python -m quietwatt``: the ``quietwatt`` command."""
+
+from ._cli import main
+
+main()
