@@ -450,3 +450,25 @@ fn no_output_overwrites_an_input_or_another_output() {
     let o = quietwatt(m.root(), &["trace", r, "-o", t.to_str().unwrap()]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
+
+#[test]
+fn a_damaged_parquet_file_is_an_error_without_a_panic_message() {
+    // Found by scripts/fuzz.sh: the parquet decoder asserts on a varint of more
+    // than ten bytes. Before, `trace` printed "thread 'main' panicked at ..." above
+    // its own error.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.parquet");
+    std::fs::write(
+        &p,
+        include_bytes!("../../quietwatt/tests/vectors/fuzz-parquet-vlq-overflow.parquet"),
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .args(["trace", p.to_str().unwrap(), "-o", "/dev/null"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_ne!(code(&o), 0, "{err}");
+    assert!(err.contains("damaged Parquet"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -582,14 +582,37 @@ pub fn read(path: &Path) -> io::Result<Recorded> {
     // The parquet crate asserts on some damaged inputs (a varint longer than ten
     // bytes panicked in its bit reader: found by scripts/fuzz.sh): a damaged file
     // is an error here, never a panic of the caller.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_unguarded(path))).unwrap_or_else(
-        |_| {
-            Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a damaged Parquet file: its decoder failed on it",
-            ))
-        },
-    )
+    quietly(|| read_unguarded(path)).unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a damaged Parquet file: its decoder failed on it",
+        ))
+    })
+}
+
+std::thread_local! {
+    /// Set while this thread runs [`quietly`].
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic without the panic hook's message: the caller turns
+/// it into an error of its own, and a user reading a damaged file should see that
+/// error, not "thread panicked at ... bit_reader.rs" above it. Other threads'
+/// panics are reported as before (the previous hook runs for them).
+fn quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(false));
+    r
 }
 
 fn read_unguarded(path: &Path) -> io::Result<Recorded> {
