@@ -166,19 +166,15 @@ impl Args {
 /// Runs the comparison, prints it, exits 0 (or [`REGRESSION`] for the gate).
 pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     args.check()?;
-    let outputs: Vec<(&str, &std::path::Path)> = [
-        ("--export-json", &args.export_json),
-        ("--export-csv", &args.export_csv),
-        ("--export-markdown", &args.export_markdown),
-        ("--plot", &args.plot),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| Some((f, p.as_deref()?)))
-    .collect();
-    super::distinct_files(&[], &outputs)?;
-    for (flag, p) in &outputs {
-        super::exports::check_writable(flag, p)?;
-    }
+    super::exports::checked(
+        &[],
+        &[
+            ("--export-json", args.export_json.as_deref()),
+            ("--export-csv", args.export_csv.as_deref()),
+            ("--export-markdown", args.export_markdown.as_deref()),
+            ("--plot", args.plot.as_deref()),
+        ],
+    )?;
     let runner = Runner::new(
         env,
         args.mechanism,

@@ -25,10 +25,26 @@ fn write(path: &Path, flag: &str, text: &str) -> Result<(), Failure> {
 }
 
 /// `v`, pretty, for `--export-json`.
+/// The export files a command was given, by flag (`named`: each flag with its
+/// path, if given), refused before any run when one would overwrite an input or
+/// another output ([`super::distinct_files`]) or cannot be written
+/// ([`check_writable`]).
+pub fn checked<'a>(
+    inputs: &[(&str, &Path)],
+    named: &[(&'a str, Option<&'a Path>)],
+) -> Result<Vec<(&'a str, &'a Path)>, Failure> {
+    let outputs: Vec<(&str, &Path)> = named.iter().filter_map(|&(f, p)| Some((f, p?))).collect();
+    super::distinct_files(inputs, &outputs)?;
+    for (flag, p) in &outputs {
+        check_writable(flag, p)?;
+    }
+    Ok(outputs)
+}
+
 /// Refuses, before any run, an export path that cannot be written (a missing or
 /// read-only directory, a directory as the file): the runs would be measured for
 /// nothing. The file itself is written only at the end.
-pub fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
+fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -162,15 +162,7 @@ fn shown(command: &[String]) -> String {
 /// prints the summary; exits with the command's code (the first failing run's,
 /// which stops the series unless `--ignore-failure`).
 pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
-    for (flag, p) in [
-        ("--export-json", a.export_json),
-        ("--export-csv", a.export_csv),
-        ("--export-markdown", a.export_markdown),
-    ] {
-        if let Some(p) = p {
-            super::exports::check_writable(flag, p)?;
-        }
-    }
+    // `run` checked the export paths before calling this.
     let runner = Runner::new(env, a.mechanism, a.domains, a.freq, a.sampler, "--repeat")?;
     crate::signals::install();
     let make = || {

@@ -78,15 +78,15 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         .iter()
         .map(|p| ("--model", p.as_path()))
         .collect();
-    let outputs: Vec<(&str, &std::path::Path)> = [
-        ("--export-json", &args.export_json),
-        ("--export-csv", &args.export_csv),
-        ("--export-markdown", &args.export_markdown),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| Some((f, p.as_deref()?)))
-    .collect();
-    super::distinct_files(&inputs, &outputs)?;
+    // Checked before anything runs (the single run exports too).
+    super::exports::checked(
+        &inputs,
+        &[
+            ("--export-json", args.export_json.as_deref()),
+            ("--export-csv", args.export_csv.as_deref()),
+            ("--export-markdown", args.export_markdown.as_deref()),
+        ],
+    )?;
     if let Some(runs) = args.repeat {
         if args.attribution.attribute {
             return Err(Failure::usage(

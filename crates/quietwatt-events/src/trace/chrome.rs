@@ -155,34 +155,27 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
         if secs <= 0.0 {
             continue;
         }
-        match Event::parse(&r.event) {
-            Some(Event::CpuidleTimeUs(s)) => {
-                let name = names
-                    .get(&(r.cpu, s))
-                    .cloned()
-                    .unwrap_or_else(|| format!("state{s}"));
-                residency
-                    .entry((r.cpu, p))
-                    .or_default()
-                    .insert(format!("{s} {name} %"), json!(r.count as f64 / 1e4 / secs));
+        // Percent of the interval: cpuidle counts µs, the BPF program ns.
+        let (map, s, percent) = match Event::parse(&r.event) {
+            Some(Event::CpuidleTimeUs(s)) => (&mut residency, s, r.count as f64 / 1e4 / secs),
+            Some(Event::BpfIdleNs(s)) => (&mut bpf_residency, s, r.count as f64 / 1e7 / secs),
+            _ => {
+                out.push(counter(
+                    PID_EVENTS,
+                    &format!("cpu{} {} /s", r.cpu, r.event),
+                    p,
+                    json!({"per_s": r.count as f64 / secs}),
+                ));
+                continue;
             }
-            Some(Event::BpfIdleNs(s)) => {
-                let name = names
-                    .get(&(r.cpu, s))
-                    .cloned()
-                    .unwrap_or_else(|| format!("state{s}"));
-                bpf_residency
-                    .entry((r.cpu, p))
-                    .or_default()
-                    .insert(format!("{s} {name} %"), json!(r.count as f64 / 1e7 / secs));
-            }
-            _ => out.push(counter(
-                PID_EVENTS,
-                &format!("cpu{} {} /s", r.cpu, r.event),
-                p,
-                json!({"per_s": r.count as f64 / secs}),
-            )),
-        }
+        };
+        let name = names
+            .get(&(r.cpu, s))
+            .cloned()
+            .unwrap_or_else(|| format!("state{s}"));
+        map.entry((r.cpu, p))
+            .or_default()
+            .insert(format!("{s} {name} %"), json!(percent));
     }
     let with_cpuidle: std::collections::BTreeSet<u32> = residency.keys().map(|k| k.0).collect();
     for ((cpu, t), series) in residency {
