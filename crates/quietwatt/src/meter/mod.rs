@@ -904,9 +904,6 @@ fn event_warning(e: &CounterEventReport, c: &Channel) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests;
-
 /// A duration with the digits it needs: `250 ms`, `3.2 µs`, `12.5 s`, never `0.000 s`.
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs_f64();
@@ -920,3 +917,6 @@ pub fn human_duration(d: Duration) -> String {
         format!("{} ns", d.as_nanos())
     }
 }
+
+#[cfg(test)]
+mod tests;
