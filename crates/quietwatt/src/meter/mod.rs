@@ -12,6 +12,9 @@ pub use crate::ticker::monotonic_ns;
 pub use report::{CounterEventReport, DomainEnergy, EnergyReport, FinerTotal};
 
 mod report;
+use report::domain_energy;
+mod subdomain;
+use subdomain::Pending;
 
 /// Reads a [`Source`] and accumulates its counters; or, built from the channels
 /// alone ([`Meter::for_channels`], [`Meter::like`]), accumulates readings taken
@@ -65,22 +68,6 @@ struct Tally {
     pending: Vec<Pending>,
 }
 
-/// A subdomain's advance beyond its package's, held back for one reading.
-#[derive(Debug, Clone, Copy, Default)]
-struct Pending {
-    /// Steps held back (0: nothing pending).
-    steps: u64,
-    /// The interval it was counted in: its end and length.
-    t_ns: u64,
-    dt_ns: u64,
-    /// Its raw readings.
-    from: u64,
-    to: u64,
-    /// What was counted for it, and the package's advance plus resolution.
-    counted: u64,
-    bound: u64,
-}
-
 impl Tally {
     /// Nothing accounted yet, for `channels`.
     fn new(channels: &[Channel]) -> Tally {
@@ -118,104 +105,6 @@ impl Tally {
         } else {
             self.events_dropped += 1;
         }
-    }
-
-    /// A core or uncore counter cannot advance more than its package over the same
-    /// interval, beyond the two counters' resolution. The channels of one sample
-    /// are read one after another, so a reader stalled between the package's read
-    /// and the core's (or a RAPL update landing between them) makes core lead
-    /// package for one interval, and lag it by as much in the next; one interval
-    /// cannot tell that from a jump. So the excess is held back from the count and
-    /// from the row, and settled at the next reading where the package moved: if
-    /// that interval's headroom (package minus core) pays it back, it was a skew and
-    /// is counted there; if not, it was a jump, dropped and reported as an
-    /// `above_package` event (the jump's interval keeps the package's advance). A
-    /// last interval's excess stays held back, inside the uncertainty. Intervals in
-    /// which the package did not move are not judged (between its updates, or
-    /// frozen, which the report names). Allocates nothing.
-    fn check_subdomains(&mut self, t: u64, dt: u64) {
-        for i in 0..self.parents.len() {
-            let Some(p) = self.parents[i] else { continue };
-            let pend = self.pending[i];
-            let (sub, pkg) = (&self.counters[i], &self.counters[p]);
-            let comparable = self.kinds[i] != StepKind::First
-                && !self.kinds[i].is_anomaly()
-                && !self.kinds[p].is_anomaly();
-            if !comparable {
-                // Nothing to judge against: what was held back is counted.
-                if pend.steps > 0 {
-                    self.counters[i].settle(pend.steps, pend.dt_ns);
-                    self.deltas[i] += pend.steps;
-                    self.pending[i].steps = 0;
-                }
-                continue;
-            }
-            if self.deltas[p] == 0 {
-                // The package did not update in this interval (read faster than it
-                // updates, or frozen: reported at the end): no payback to judge by;
-                // what is pending waits for an interval where it moves.
-                continue;
-            }
-            let jps = sub.unit().joules_per_step();
-            // Each side is a difference of two truncated readings. The units, not
-            // the observed quanta (an estimate a jump itself can inflate): a
-            // coarser truncation is a skew like any other, paid back next time.
-            let resolution = 2.0 * (jps + pkg.unit().joules_per_step());
-            let room = pkg.joules(self.deltas[p]).0 + resolution;
-            let excess = sub.joules(self.deltas[i]).0 - room;
-            if excess > 0.0 {
-                // This interval leads too: what was pending had no payback.
-                if pend.steps > 0 {
-                    self.drop_pending(i, pend);
-                }
-                let steps = ((excess / jps).ceil() as u64).min(self.deltas[i]);
-                let held = self.counters[i].withhold(steps);
-                self.deltas[i] -= held;
-                self.pending[i] = Pending {
-                    steps: held,
-                    t_ns: t,
-                    dt_ns: dt,
-                    from: self.from[i],
-                    to: self.raw[i],
-                    counted: self.deltas[i],
-                    bound: (room / jps) as u64,
-                };
-            } else if pend.steps > 0 {
-                // All paid back: a skew. Otherwise a jump, dropped whole (releasing
-                // this interval's headroom would count the jump in its place).
-                let headroom = (-excess / jps) as u64;
-                if pend.steps <= headroom {
-                    self.deltas[i] += pend.steps;
-                    self.counters[i].settle(pend.steps, pend.dt_ns);
-                    self.pending[i].steps = 0;
-                } else {
-                    self.drop_pending(i, pend);
-                }
-            }
-        }
-    }
-
-    /// Drops what channel `i` held back and reports it.
-    fn drop_pending(&mut self, i: usize, pend: Pending) {
-        self.counters[i].settle(0, pend.dt_ns);
-        self.record_above_package(i, pend);
-        self.pending[i].steps = 0;
-    }
-
-    fn record_above_package(&mut self, i: usize, pend: Pending) {
-        // The row that settles it carries the mark: the interval's own row is written.
-        self.marks.set(i, StepKind::AbovePackage);
-        self.record(CounterEvent {
-            channel: i,
-            t_ns: pend.t_ns,
-            step: Step {
-                steps: pend.counted,
-                kind: StepKind::AbovePackage,
-                from: pend.from,
-                to: pend.to,
-                bound: pend.bound,
-            },
-        });
     }
 
     /// Corrects and accumulates the readings in `self.raw`, taken at `t`.
@@ -806,74 +695,6 @@ fn indices(ids: &[DomainId], keep: impl Fn(Domain) -> bool) -> Vec<usize> {
         .filter(|(_, id)| keep(id.domain))
         .map(|(i, _)| i)
         .collect()
-}
-
-/// One counter's energy, and its uncertainty: the counter's quantum (a difference of
-/// two truncated readings), the energy of one update interval (each reading lags the
-/// truth by up to one update), and the energy of the time whose energy was lost to a
-/// reset or glitch (estimated at the counter's mean power).
-fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
-    let energy = c.total();
-    let (intervals, _) = c.intervals();
-    let t = elapsed.as_secs_f64();
-    // Read faster than it updates: it updates no more often than the longest interval
-    // over which it stood still (reads bunched by a loaded host stay short and change
-    // nothing). Beyond LONGEST_UPDATE a still counter is a domain drawing nothing, not
-    // a slow update.
-    let update = c
-        .longest_still()
-        .min(LONGEST_UPDATE)
-        .max(UPDATE_INTERVAL)
-        .as_secs_f64();
-    let counted = (t - c.lost().as_secs_f64()).max(0.0);
-    let power = if counted > 0.0 {
-        energy.0 / counted
-    } else {
-        0.0
-    };
-    let quantum = c.quantum();
-    // Each interval lost to an anomaly is bounded by readings that lag by up to one
-    // update each: one more update's energy per anomaly.
-    // An ambiguous decrease (a wrap or a restart) is counted as a wrap: the truth
-    // may be lower by what a restart would not have counted.
-    let mut u = quantum.0
-        + power * update * (1 + c.anomalies()) as f64
-        + power * c.lost().as_secs_f64()
-        + c.ambiguity().0
-        + c.withheld().0;
-    // Shorter than a counter can stand still: a counter that did not move had no
-    // update inside the run, so its energy lies anywhere between 0 and what the
-    // domain can draw over it (a 50 µs block once read 0 ± 1 µJ for 4-18 mJ
-    // drawn); one that moved a few times lags at each read by up to one update
-    // at the power between its updates, which the energy over the time the
-    // updates certainly span bounds (the mean over the whole run, with one or two
-    // updates, underestimates it: 0.020 ± 0.012 J read for 0.034 J drawn).
-    if intervals > 0 && elapsed < STALE_AFTER {
-        let short = if energy.0 == 0.0 {
-            quantum.0 + c.plausible().power.0 * t
-        } else {
-            quantum.0 + energy.0 * update / (t - update).max(0.5 * update)
-        };
-        u = u.max(short);
-    }
-    let uncertainty = if intervals == 0 {
-        Joules(0.0)
-    } else {
-        Joules(u)
-    };
-    DomainEnergy {
-        socket: id.socket.0,
-        die: id.die,
-        domain: id.domain.name(),
-        energy_j: energy,
-        uncertainty_j: uncertainty,
-        mean_power_w: energy.per(elapsed),
-        power_uncertainty_w: uncertainty.per(elapsed),
-        quantum_j: quantum,
-        update_interval_s: update,
-        wraps: c.wraps(),
-        anomalies: c.anomalies(),
-    }
 }
 
 fn event_warning(e: &CounterEventReport, c: &Channel) -> String {
