@@ -35,6 +35,7 @@ from ._errors import (
     Error,
     MeasurementError,
     NoRapl,
+    ShareUnavailable,
     OutputError,
     PermissionDenied,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "ROOT_ENV",
     "Error",
     "NoRapl",
+    "ShareUnavailable",
     "PermissionDenied",
     "BadArgument",
     "MeasurementError",

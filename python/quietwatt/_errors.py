@@ -50,6 +50,13 @@ class EmulatorError(Error, OSError):
     root or fusermount3)."""
 
 
+class ShareUnavailable(Error, RuntimeError):
+    """``measure(share=...)`` cannot split the energy here: the accounting
+    program on context switches needs root (or CAP_BPF and CAP_PERFMON) and a
+    kernel with BTF; the message says which is missing. The machine's figures
+    need neither: leave ``share`` out."""
+
+
 __all__ = [
     "Error",
     "NoRapl",
@@ -59,4 +66,5 @@ __all__ = [
     "CounterVanished",
     "OutputError",
     "EmulatorError",
+    "ShareUnavailable",
 ]

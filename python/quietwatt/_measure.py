@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import os
 import sys
 import time
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Optional, Protocol, Type, TypeVar, Union, cast, overload
+from typing import Any, Awaitable, Callable, Literal, Optional, Protocol, Type, TypeVar, Union, cast, overload
 
 
 from . import _quietwatt
@@ -75,9 +76,23 @@ class measure:
             counter that did not move because the block was shorter than RAPL's
             update interval; default :data:`quietwatt.MAX_PLAUSIBLE_POWER_W`.
 
+        share: ``"process"`` or ``"cgroup"``: also split the package energy
+            among what ran on its CPUs during the block, by CPU time at
+            context-switch granularity (the attribution model of ``quietwatt run
+            --attribute``, one interval), and report this process's (or its
+            cgroup's) part as :attr:`Measurement.share`. Needs root (or CAP_BPF
+            and CAP_PERFMON) and a kernel with BTF; raises
+            :class:`quietwatt.ShareUnavailable` saying which is missing. DRAM is
+            not split.
+        idle_watts: with ``share``, the package's idle power, set apart and
+            shared by CPU time over the package's capacity; default none (every
+            joule is split among what ran, so a lone busy process gets the idle
+            power of the other CPUs too).
+
     Whose energy: the whole machine's. RAPL counts per package (socket) and
     per DRAM channel, so the figure includes every other process running on
-    the measured packages meanwhile; it is not this process's share.
+    the measured packages meanwhile; it is not this process's share (give
+    ``share="process"`` for that, beside it).
 
     Short blocks: RAPL updates its counters about every millisecond. A block
     with no update inside reads 0 J; its uncertainty then covers everything
@@ -103,9 +118,13 @@ class measure:
         emulate: Emulate = "off",
         label: Optional[str] = None,
         max_power_w: MaxPower = None,
+        share: Optional[Literal["process", "cgroup"]] = None,
+        idle_watts: Optional[float] = None,
     ):
         self._args = (root, mechanism, resolve_domains(domains), emulate)
         self._max_power_w = max_power_w
+        self._share_args = (share, idle_watts)
+        self._share: Optional[_quietwatt.Share] = None
         self._env: Optional[Environment] = None
         self._session: Optional[_quietwatt.Session] = None
         self.result = Measurement(label=label)
@@ -120,8 +139,13 @@ class measure:
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
+            share, idle_watts = self._share_args
+            if share is not None:
+                # Before the first reading: every switch of the block is seen.
+                self._share = _quietwatt.Share(env.root, share, idle_watts)
             self._session = open_session(env.root, mechanism, domains, reuse=True)
         except BaseException:
+            self._share = None
             env.close()
             raise
         self._env = env
@@ -137,11 +161,15 @@ class measure:
             raise BadArgument("this measurement was not started: use it as `with quietwatt.measure() as m:` or call start() first")
         self._session = None
         self._env = None
+        share, self._share = self._share, None
         try:
             report, _ = session.stop()
         finally:
             env.close()
         done = Measurement.from_json(report, env.emulated, self.result.label, self._max_power_w)
+        span = session.span
+        if share is not None and span is not None:
+            done.report["share"] = json.loads(share.finish(report, span[0], span[1]))
         self.result.report = done.report
         return self.result
 

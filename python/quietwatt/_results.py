@@ -240,6 +240,23 @@ class Measurement:
             for d in self.report.get("domains", [])
         ]
 
+    @property
+    def share(self) -> Optional[Dict[str, Any]]:
+        """With ``measure(share="process"|"cgroup")``: this process's (or its
+        cgroup's) part of the package energy, split by CPU time at context-switch
+        granularity: ``energy_j`` (``dynamic_j`` + ``idle_j``), ``cpu_s``, the
+        ``package_j`` split, ``entity``, ``idle_power`` (how the idle power was
+        set apart) and ``dram`` (not split). ``None`` without ``share``."""
+        s = self.report.get("share")
+        return dict(s) if isinstance(s, dict) else None
+
+    @property
+    def share_j(self) -> Optional[float]:
+        """``share["energy_j"]``: this process's (or cgroup's) joules of the
+        packages, ``None`` without ``share``."""
+        s = self.share
+        return None if s is None else float(s["energy_j"])
+
     def domain(self, domain: str, socket: int = 0) -> Optional[DomainEnergy]:
         """The energy of one counter, or ``None`` when it was not measured."""
         for d in self.domains:
@@ -261,7 +278,14 @@ class Measurement:
         if self.calls != 1 and self.per_call_j is not None:
             calls = f", {self.per_call_j:.6f} ± {self.per_call_uncertainty_j:.6f} J per call over {self.calls} calls"
         dominated = ", RESOLUTION-DOMINATED" if self.resolution_dominated else ""
-        return f"{what}{total} in {self.duration_s:.3f} s{calls} ({self.mechanism}{emu}{dominated})"
+        share = ""
+        s = self.share
+        if s is not None:
+            share = (
+                f"; {s['scope']}'s share {s['energy_j']:.6f} J of the packages' {s['package_j']:.6f} J "
+                f"({s['cpu_s']:.3f} s CPU)"
+            )
+        return f"{what}{total} in {self.duration_s:.3f} s{calls}{share} ({self.mechanism}{emu}{dominated})"
 
     def __repr__(self) -> str:
         return f"Measurement({self})"

@@ -15,6 +15,8 @@
 //!   quietwatt creates ([`OwnCgroup`]).
 //! - [`sink`]: a recording's [`quietwatt::sink::Sink`] that writes the split of
 //!   every sample in a long format, and the totals ([`Totals`]).
+//! - [`block`]: one entity's share of a block's package energy ([`BlockShare`]),
+//!   for Python's `measure(share=...)`.
 //! - [`bounded`]: per-entity counters of bounded number for an exporter (the
 //!   heaviest lately, and "other"), monotone and conserved ([`Bounded`]).
 //!
@@ -40,6 +42,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod block;
 pub mod bounded;
 #[cfg(feature = "bpf")]
 mod bpf;
@@ -54,6 +57,7 @@ pub mod split;
 pub mod timeline;
 pub mod tree;
 
+pub use block::{BlockShare, BlockShareReport, Whose};
 pub use bounded::Bounded;
 pub use bpf::{Cost, Descendants, Tracker};
 pub use error::{AttributionError, Result};

@@ -22,6 +22,7 @@ mod emulator;
 mod errors;
 mod info;
 mod session;
+mod share;
 
 use pyo3::prelude::*;
 
@@ -32,6 +33,7 @@ fn _quietwatt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::Session>()?;
     m.add_class::<emulator::Emulator>()?;
     m.add_class::<emulator::BuiltInEmulator>()?;
+    m.add_class::<share::Share>()?;
     m.add_function(wrap_pyfunction!(info::doctor_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::domains_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::can_measure, m)?)?;

@@ -102,6 +102,8 @@ pub struct Session {
     inner: RwLock<Option<quietwatt::Session>>,
     /// Where its source goes back to when it stops, for a reused one.
     reuse: Option<Key>,
+    /// The first and last reading of the final report (CLOCK_MONOTONIC ns).
+    span: Mutex<Option<(u64, u64)>>,
 }
 
 impl Session {
@@ -166,6 +168,7 @@ impl Session {
         Ok(Session {
             inner: RwLock::new(Some(s)),
             reuse: key,
+            span: Mutex::new(None),
         })
     }
 
@@ -229,6 +232,13 @@ impl Session {
         self.with(py, |s| Ok(s.sampling_error()))
     }
 
+    /// The first and last reading of the final report (CLOCK_MONOTONIC ns), once
+    /// stopped: what a share's context switches are placed against.
+    #[getter]
+    fn span(&self) -> Option<(u64, u64)> {
+        *self.span.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether the session still runs.
     #[getter]
     fn running(&self) -> bool {
@@ -243,14 +253,19 @@ impl Session {
             return Err(bad_argument(py, "this measurement is already stopped"));
         };
         let channels = s.channels().len();
+        let keep_span = |r: &Report| {
+            *self.span.lock().unwrap_or_else(|p| p.into_inner()) = r.span_ns;
+        };
         if let Some(key) = &self.reuse {
             let (report, source) = py.detach(|| s.stop_reusable()).py(py)?;
             if let Some(source) = source {
                 kept().insert(key.clone(), source);
             }
+            keep_span(&report);
             return Ok((json(&report), columns(Vec::new(), channels)));
         }
         let (report, rows) = py.detach(|| s.stop_with_samples()).py(py)?;
+        keep_span(&report);
         Ok((json(&report), columns(rows, channels)))
     }
 }

@@ -538,6 +538,9 @@ impl Session {
             overhead: None,
             samples: None,
             kernel: None,
+            span_ns: meter
+                .first_reading_ns()
+                .map(|first| (first, first + meter.elapsed().as_nanos() as u64)),
         }
     }
 }

@@ -50,6 +50,11 @@ pub struct Report {
     /// `kernel` in `quietwatt run --json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelFigures>,
+    /// When the first and the last reading the figures span were taken
+    /// (CLOCK_MONOTONIC ns): what events on the same clock (a context switch's
+    /// slice, a profile's sample) are placed against.
+    #[serde(skip)]
+    pub span_ns: Option<(u64, u64)>,
 }
 
 impl Report {
