@@ -17,7 +17,11 @@ fn spawn_record(root: &std::path::Path, out: &std::path::Path, extra: &[&str]) -
         .args(["record", "-m", "powercap", "--freq", "200", "-o"])
         .arg(out)
         .args(extra)
-        .stdout(Stdio::null())
+        .stdout(if extra.contains(&"--json") {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn quietwatt record")
@@ -31,6 +35,12 @@ fn signal(child: &Child, sig: i32) {
 
 /// Every data row parses; returns (package energy sum, rows with missed > 0).
 fn parse_package(text: &str) -> (f64, usize) {
+    let (sum, gaps, _) = parse_package_rows(text);
+    (sum, gaps)
+}
+
+/// [`parse_package`], and the package rows' timestamps.
+fn parse_package_rows(text: &str) -> (f64, usize, Vec<u64>) {
     assert!(text.ends_with('\n'), "the file ends mid-row");
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     let header = lines.next().expect("header");
@@ -39,6 +49,7 @@ fn parse_package(text: &str) -> (f64, usize) {
         "{header}"
     );
     let (mut sum, mut gaps, mut rows) = (0.0, 0, 0);
+    let mut times = Vec::new();
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         assert_eq!(f.len(), 9, "malformed row {l:?}");
@@ -47,13 +58,14 @@ fn parse_package(text: &str) -> (f64, usize) {
         if f[1] == "0" && f[2] == "package" {
             sum += e;
             rows += 1;
+            times.push(f[0].parse().expect("timestamp_ns"));
             if missed > 0 {
                 gaps += 1;
             }
         }
     }
     assert!(rows > 20, "only {rows} package rows");
-    (sum, gaps)
+    (sum, gaps, times)
 }
 
 fn stops_cleanly_on(sig: i32) {
@@ -69,16 +81,32 @@ fn stops_cleanly_on(sig: i32) {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let (sum, _) = parse_package(&std::fs::read_to_string(&out).unwrap());
+    let (sum, gaps, times) = parse_package_rows(&std::fs::read_to_string(&out).unwrap());
     let served = m.served_powercap(0, Domain::Package);
     assert!(
         served > 10.0,
         "fewer than 10 wraps of the 1 J counter: {served} J"
     );
+    // The 1 J counter turns every 50 ms at 20 W: a reader the host stalls for
+    // longer (a loaded 2-CPU machine can) cannot see the turns in between, and no
+    // reader can. Such a gap is a row with missed deadlines; each can hide whole
+    // joules, never a fraction, and never without that mark and the warning.
+    let long: u64 = times
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]) / 50_000_000)
+        .sum();
+    let hidden = ((served - sum) / 1.0).round();
     assert!(
-        (sum - served).abs() <= tolerance(served, 20.0),
-        "file sums to {sum} J, emulator served {served} J"
+        (sum + hidden - served).abs() <= tolerance(served, 20.0)
+            && hidden >= 0.0
+            && hidden as u64 <= long
+            && (hidden == 0.0 || gaps > 0),
+        "file sums to {sum} J, emulator served {served} J ({gaps} rows after missed deadlines, {long} turns' worth of long gaps)"
     );
+    if hidden > 0.0 {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("whole counter ranges"), "{err}");
+    }
 }
 
 #[test]
@@ -118,6 +146,37 @@ fn a_starved_sampler_counts_missed_deadlines_and_keeps_the_energy_of_the_gap() {
     assert!(
         (sum - served).abs() <= tolerance(served, 20.0),
         "file sums to {sum} J, emulator served {served} J: the gap's energy was lost"
+    );
+    // 32-bit counters turn in hours: no warning about hidden turns.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("whole counter ranges"), "{err}");
+}
+
+#[test]
+fn a_stop_longer_than_a_counter_turn_is_said_to_hide_whole_ranges() {
+    // A 1 J counter at 20 W turns every 50 ms: a 300 ms stop hides about six
+    // turns, which no reader can see. Before, the rows and the totals were short
+    // by 6 J and nothing said so.
+    let m = mount(EmulatorConfig::default().with_counter_bits(16).with_esu(16));
+    let out = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let child = spawn_record(m.root(), &out, &["--duration", "1.2", "--json"]);
+    std::thread::sleep(Duration::from_millis(400));
+    signal(&child, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, libc::SIGCONT);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("whole counter ranges"), "{err}");
+    // In the JSON summary's warnings too.
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the JSON summary");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("whole counter ranges")),
+        "{v}"
     );
 }
 

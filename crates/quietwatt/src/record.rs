@@ -215,6 +215,7 @@ pub(crate) fn record_between<T>(
     };
     let mut warnings = run.warnings;
     warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));
+    warnings.extend(hidden_turns(meter, run.longest_ns));
     let output_short = matches!(error, Some(Error::Output { .. })).then(|| OutputContent {
         duration: match (run.held.last_t_ns, meter.first_reading_ns()) {
             (Some(last), Some(first)) => Duration::from_nanos(last.saturating_sub(first)),
@@ -233,6 +234,22 @@ pub(crate) fn record_between<T>(
         output_short,
     };
     Ok((rec, error, value))
+}
+
+/// A warning when two reads were further apart (the host held the sampler up)
+/// than some counter takes to turn once at its domain's highest plausible power:
+/// no reader can see the turns inside such a gap, so the row after it (marked
+/// with missed deadlines) and the totals may be short by whole counter ranges.
+fn hidden_turns(meter: &Meter, longest_ns: u64) -> Option<String> {
+    let turn = meter.max_safe_period()? * 2;
+    let gap = Duration::from_nanos(longest_ns);
+    (gap > turn).then(|| {
+        format!(
+            "two reads were {} apart (the host held the sampler up): longer than the {} in which a counter can turn once at its domain's highest plausible power, so the row after that gap, and the totals, may be short by whole counter ranges",
+            crate::meter::human_duration(gap),
+            crate::meter::human_duration(turn)
+        )
+    })
 }
 
 /// How often the thread that waits for the end of a recording looks at the
@@ -258,6 +275,8 @@ pub(crate) struct EngineRun {
     pub written: u64,
     /// What they hold.
     pub held: crate::writer::Held,
+    /// The longest interval between two reads (ns).
+    pub longest_ns: u64,
     pub read_error: Option<Error>,
     pub write_error: Option<io::Error>,
     pub warnings: Vec<String>,
@@ -391,6 +410,7 @@ pub(crate) fn drive<T>(
                 waiter_usage,
                 written: wo.kept,
                 held: wo.held,
+                longest_ns: wo.longest_ns,
                 read_error: so.error,
                 write_error: wo.error,
                 warnings,

@@ -29,6 +29,8 @@ pub(crate) struct WriterOutcome {
     pub kept: u64,
     /// What those samples hold.
     pub held: Held,
+    /// The longest interval of any sample handed to the sink (ns).
+    pub longest_ns: u64,
     pub error: Option<io::Error>,
 }
 
@@ -49,6 +51,8 @@ pub struct Held {
 /// its buffer is reused.
 struct Ledger {
     channels: usize,
+    /// The longest interval of a sample handed over.
+    longest_ns: u64,
     /// Running totals over every sample handed to the sink.
     totals: Vec<f64>,
     /// At the last flush: samples, time of the last, totals.
@@ -61,13 +65,15 @@ impl Ledger {
     fn new(channels: usize) -> Ledger {
         Ledger {
             channels,
+            longest_ns: 0,
             totals: vec![0.0; channels],
             flushed: (0, None, vec![0.0; channels]),
             since: Vec::new(),
         }
     }
 
-    fn handed(&mut self, t_ns: u64, energy: &[Joules]) {
+    fn handed(&mut self, t_ns: u64, interval_ns: u64, energy: &[Joules]) {
+        self.longest_ns = self.longest_ns.max(interval_ns);
         self.since.push(t_ns);
         for (t, e) in self.totals.iter_mut().zip(energy) {
             *t += e.0;
@@ -162,6 +168,7 @@ pub(crate) fn run(
         usage: ThreadUsage::current().since(start),
         kept,
         held: ledger.held(kept),
+        longest_ns: ledger.longest_ns,
         error,
     }
 }
@@ -214,7 +221,7 @@ fn drain_words(
             marks: marks_of(w),
             energy,
         })?;
-        ledger.handed(w[0], energy);
+        ledger.handed(w[0], w[1], energy);
         *written += 1;
     }
     chunk.commit_all();
