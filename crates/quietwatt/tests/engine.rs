@@ -277,6 +277,9 @@ fn the_stop_flag_ends_a_recording_with_a_complete_file_and_its_accounting() {
     assert!(text.ends_with('\n'), "last line complete");
     assert!(text.contains("# wall_clock_anchor: unix_ns "));
     assert!(text.contains("# cpu_model: "));
+    // Measured under /: the CPU is this host's, and said to be.
+    assert!(text.contains("# cpu_model_from: this host's /proc/cpuinfo"));
+    assert!(!text.contains("# host_cpu_model: "));
     let rows = csv_rows(&text);
     // Self-accounting: samples == rows / channels, CPU time spent, lateness measured.
     let o = &rec.overhead;

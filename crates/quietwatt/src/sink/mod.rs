@@ -64,6 +64,18 @@ pub struct Metadata {
     pub anchor: ClockAnchor,
 }
 
+/// Where `cpu_model` comes from: this host, or the root measured under.
+fn cpu_model_from(root: &SysRoot) -> String {
+    if root.is_system() {
+        "this host's /proc/cpuinfo".into()
+    } else {
+        format!(
+            "{}/proc/cpuinfo: the root measured under (an emulator's configured CPU, or a test tree), not this host's (host_cpu_model)",
+            root.dir().display()
+        )
+    }
+}
+
 /// What the columns of every format mean.
 pub const COLUMNS: &str = "timestamp_ns: CLOCK_MONOTONIC ns of the read; energy_j: joules since the previous row of that domain \
 (a row after a gap covers the gap); power_w: energy_j over that interval; missed: sampling deadlines that passed without a read \
@@ -95,6 +107,7 @@ impl Metadata {
                 uname.release().to_string_lossy().into_owned(),
             ),
             ("cpu_model".into(), cpu),
+            ("cpu_model_from".into(), cpu_model_from(root)),
             ("mechanism".into(), mechanism.into()),
             ("freq_hz".into(), rate.to_string()),
             (
@@ -110,7 +123,16 @@ impl Metadata {
             ),
             ("units".into(), COLUMNS.into()),
         ];
-        Metadata { fields, anchor }
+        let mut m = Metadata { fields, anchor };
+        if !root.is_system() {
+            // The CPU measured is the root's (an emulator's configured one); the
+            // machine that ran the recording is said beside it.
+            let host = CpuInfo::read(&SysRoot::default())
+                .map(|c| c.to_string())
+                .unwrap_or_else(|e| format!("unknown ({e})"));
+            m.push("host_cpu_model", host);
+        }
+        m
     }
 
     /// Adds a field.
@@ -362,5 +384,40 @@ mod tests {
         let err = Format::Parquet.file_sink(f).err().expect("refused");
         assert_eq!(err.kind(), io::ErrorKind::Unsupported);
         assert!(err.to_string().contains("--features parquet"), "{err}");
+    }
+
+    #[test]
+    fn the_cpu_model_says_whose_it_is() {
+        // Measured under another root (an emulator): its CPU, said to be the
+        // root's, and this host's beside it. Before, an emulated recording on an
+        // AMD host said i7-7700K and nothing else.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/cpuinfo"),
+            "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 158\nmodel name\t: Emulated i7\nflags\t\t: msr\n\n",
+        )
+        .unwrap();
+        let rate = Rate::Fixed(crate::ticker::Hertz::new(10.0).unwrap());
+        let m = Metadata::new("powercap", &rate, &SysRoot::new(dir.path()));
+        let get = |k: &str| {
+            m.fields
+                .iter()
+                .find(|(f, _)| f == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert!(get("cpu_model").unwrap().contains("Emulated i7"));
+        assert!(get("cpu_model_from").unwrap().contains("not this host's"));
+        let host = get("host_cpu_model").expect("the host's CPU beside it");
+        assert!(!host.contains("Emulated i7"), "{host}");
+        let here = Metadata::new("powercap", &rate, &SysRoot::default());
+        let get = |k: &str| {
+            here.fields
+                .iter()
+                .find(|(f, _)| f == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(get("cpu_model_from").unwrap(), "this host's /proc/cpuinfo");
+        assert!(get("host_cpu_model").is_none());
     }
 }
