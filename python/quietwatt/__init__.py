@@ -15,6 +15,9 @@
         mon.begin_window("epoch 1"); train(); w = mon.end_window("epoch 1")
     df = mon.to_pandas()
 
+    c = qw.compare(old, new, runs=10)  # b against a: ratio, 95 % CI, Welch, verdict
+    print(c)                           # new is 1.95 × old [1.80, 2.11] 95 % CI: significantly more
+
     qw.doctor()                        # why RAPL can or cannot be read here
     qw.read_recording("energy.csv")    # a `quietwatt record` file as a DataFrame
 
@@ -39,6 +42,7 @@ from ._errors import (
     OutputError,
     PermissionDenied,
 )
+from ._compare import Comparison, Summary, compare, compare_runs
 from ._emulator import Emulator
 from ._env import ROOT_ENV
 from ._info import doctor, domains
@@ -57,6 +61,10 @@ __all__ = [
     "MeasuredFunction",
     "MAX_PLAUSIBLE_POWER_W",
     "Monitor",
+    "compare",
+    "compare_runs",
+    "Comparison",
+    "Summary",
     "Measurement",
     "DomainEnergy",
     "Emulator",

@@ -10,14 +10,18 @@ test. Options:
 ``--energy-top N``           tests listed in the summary (default 10)
 ``--energy-json FILE``       every test's energy as JSON (``quietwatt.pytest/1``)
 ``--energy-budget J``        fail the run when all tests together use more
-``--energy-test-budget J``   fail the run when one test uses more
+``--energy-test-budget J``   fail each test that uses more (the test is reported
+                             failed, with its energy and the budget)
+``@pytest.mark.energy_budget(J)``  the same for one test (replaces the option)
 ``--energy-root DIR``, ``--energy-mechanism M``, ``--energy-domains D``,
 ``--energy-emulate off|auto|on``  as ``root=``, ``mechanism=``, ``domains=``, ``emulate=``
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import socket
 from typing import Any, Dict, Generator, List, Optional
 
 import pytest
@@ -33,7 +37,7 @@ def pytest_addoption(parser: Any) -> None:
     g.addoption("--energy-top", type=int, default=10, metavar="N", help="tests listed in the summary (default 10)")
     g.addoption("--energy-json", default=None, metavar="FILE", help="write every test's energy as JSON")
     g.addoption("--energy-budget", type=float, default=None, metavar="J", help="fail the run when all tests together use more joules")
-    g.addoption("--energy-test-budget", type=float, default=None, metavar="J", help="fail the run when one test uses more joules")
+    g.addoption("--energy-test-budget", type=float, default=None, metavar="J", help="fail each test that uses more joules (@pytest.mark.energy_budget(J) for one test)")
     g.addoption("--energy-root", default=None, metavar="DIR", help="where RAPL is read (default $QUIETWATT_ROOT or /)")
     g.addoption("--energy-mechanism", default=None, metavar="M", help="powercap, perf or msr (default: the first that works)")
     g.addoption("--energy-domains", default=None, metavar="D", help="domains, e.g. package,dram (default all)")
@@ -54,6 +58,9 @@ class EnergyPlugin:
         self.domains = resolve_domains(config.getoption("energy_domains"))
         self.results: List[Dict[str, Any]] = []
         self.failures: List[str] = []
+        self.outcomes: Dict[str, str] = {}
+        self.host = socket.gethostname()
+        self.timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
         # Open once now, so that a machine without RAPL fails the run at once
         # with the reason, not in every test.
         probe = _quietwatt.Session(self.env.root, self.mechanism, self.domains)
@@ -84,20 +91,82 @@ class EnergyPlugin:
                     # The counters' resolution (their ~1 ms update) dominates:
                     # an uncertainty over 5 % of the figure, or no figure.
                     "resolution_dominated": e is None or u is None or e <= 0 or u > DOMINATED * e,
+                    "budget_j": self.test_budget(item),
+                    "over_budget": False,
                 }
             )
+
+    def test_budget(self, item: Any) -> Optional[float]:
+        """The test's own budget: its ``energy_budget`` marker, else
+        ``--energy-test-budget``."""
+        marker = item.get_closest_marker("energy_budget")
+        if marker is not None:
+            value = marker.args[0] if marker.args else marker.kwargs.get("joules")
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @pytest.mark.energy_budget({value!r}): give joules, e.g. energy_budget(5.0)"
+                ) from None
+        budget = self.config.getoption("energy_test_budget")
+        return None if budget is None else float(budget)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Generator[None, Any, None]:
+        outcome = yield
+        report = outcome.get_result()
+        if call.when != "call" or not report.passed or hasattr(report, "wasxfail"):
+            return
+        r = next((r for r in reversed(self.results) if r["nodeid"] == item.nodeid), None)
+        if r is None or r["budget_j"] is None or r["energy_j"] is None or r["energy_j"] <= r["budget_j"]:
+            return
+        # Over its budget: the test fails, visibly, with the figures and the fix.
+        r["over_budget"] = True
+        budget = r["budget_j"]
+        how = (
+            "@pytest.mark.energy_budget"
+            if item.get_closest_marker("energy_budget") is not None
+            else "--energy-test-budget"
+        )
+        u = r["uncertainty_j"] or 0.0
+        within = (
+            f" (over by less than the measurement's ± {u:.6f} J)" if r["energy_j"] - u <= budget else ""
+        )
+        report.outcome = "failed"
+        report.longrepr = (
+            f"ENERGY BUDGET EXCEEDED: {item.nodeid} used {r['energy_j']:.6f} ± {u:.6f} J in "
+            f"{r['duration_s']:.3f} s, over its budget of {budget:g} J ({how}){within}.\n"
+            f"Make the test draw less, or raise the budget: {how}"
+            + (f"({r['energy_j'] * 1.2:.3g})" if how.startswith("@") else f" {r['energy_j'] * 1.2:.3g}")
+            + " (the whole machine's energy during the test's call phase)"
+        )
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        # Each test's outcome, as pytest's summary counts it: a failed setup or
+        # teardown is an error, an expected failure xfailed.
+        nodeid, when = report.nodeid, report.when
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.failed:
+            outcome = "failed" if when == "call" else "error"
+        elif report.skipped:
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        previous = self.outcomes.get(nodeid)
+        if when == "teardown" and (outcome != "error" or previous is None):
+            return
+        self.outcomes[nodeid] = outcome if previous != "error" else previous
 
     def total(self) -> float:
         return sum(r["energy_j"] or 0.0 for r in self.results)
 
     def check_budgets(self) -> None:
-        test_budget = self.config.getoption("energy_test_budget")
-        if test_budget is not None:
-            for r in self.results:
-                if (r["energy_j"] or 0.0) > test_budget:
-                    self.failures.append(
-                        f"{r['nodeid']} used {r['energy_j']:.6f} ± {r['uncertainty_j']:.6f} J, over the per-test budget of {test_budget} J"
-                    )
+        for r in self.results:
+            if r["over_budget"]:
+                self.failures.append(
+                    f"{r['nodeid']} used {r['energy_j']:.6f} ± {r['uncertainty_j']:.6f} J, over its budget of {r['budget_j']:g} J (reported as a failed test)"
+                )
         budget = self.config.getoption("energy_budget")
         if budget is not None and self.total() > budget:
             self.failures.append(f"the tests used {self.total():.6f} J in all, over the budget of {budget} J")
@@ -105,10 +174,14 @@ class EnergyPlugin:
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
         self.check_budgets()
         path = self.config.getoption("energy_json")
+        for r in self.results:
+            r["outcome"] = self.outcomes.get(r["nodeid"], "passed")
         if path:
             doc = {
                 "schema": SCHEMA,
                 "schema_version": 1,
+                "host": self.host,
+                "timestamp": self.timestamp,
                 "mechanism": self.mechanism,
                 "emulated": self.env.emulated,
                 "total_energy_j": self.total(),
@@ -116,6 +189,11 @@ class EnergyPlugin:
                 "test_budget_j": self.config.getoption("energy_test_budget"),
                 "over_budget": self.failures,
                 "tests": self.results,
+                "not_measured": [
+                    {"nodeid": n, "outcome": o}
+                    for n, o in self.outcomes.items()
+                    if n not in {r["nodeid"] for r in self.results}
+                ],
             }
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=2)
@@ -155,6 +233,10 @@ class EnergyPlugin:
 
 
 def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers",
+        "energy_budget(joules): fail this test when its call phase uses more energy (with pytest --energy)",
+    )
     if config.getoption("energy", default=False):
         from ._errors import Error
 

@@ -77,3 +77,98 @@ def test_energy_where_nothing_can_measure_is_a_usage_error_with_the_fix(pytester
     r = pytester.runpytest("--energy", f"--energy-root={tmp_path}")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "quietwatt.doctor()" in r.stderr.str()
+
+
+OUTCOMES = """
+import time
+import pytest
+
+def busy(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup broke")
+
+def test_passes():
+    busy(0.01)
+
+def test_fails():
+    assert False
+
+def test_skips_inside():
+    pytest.skip("not here")
+
+@pytest.mark.skip(reason="never")
+def test_skipped_by_marker():
+    pass
+
+def test_errors(broken):
+    pass
+
+@pytest.mark.xfail(reason="known")
+def test_xfails():
+    assert False
+"""
+
+
+def test_the_json_has_each_tests_outcome_the_host_and_the_start_time(pytester, emu):
+    import datetime
+    import socket
+
+    pytester.makepyfile(OUTCOMES)
+    out = pytester.path / "energy.json"
+    before = datetime.datetime.now(datetime.timezone.utc)
+    r = pytester.runpytest(*args(emu, f"--energy-json={out}"))
+    r.assert_outcomes(passed=1, failed=1, skipped=2, errors=1, xfailed=1)
+    doc = json.loads(out.read_text())
+    assert doc["host"] == socket.gethostname()
+    started = datetime.datetime.fromisoformat(doc["timestamp"])
+    assert started.utcoffset() == datetime.timedelta(0)
+    assert before - datetime.timedelta(seconds=1) <= started <= datetime.datetime.now(datetime.timezone.utc)
+    measured = {t["nodeid"].split("::")[1]: t["outcome"] for t in doc["tests"]}
+    assert measured == {"test_passes": "passed", "test_fails": "failed", "test_skips_inside": "skipped",
+                        "test_xfails": "xfailed"}
+    others = {t["nodeid"].split("::")[1]: t["outcome"] for t in doc["not_measured"]}
+    assert others == {"test_skipped_by_marker": "skipped", "test_errors": "error"}
+    from test_schemas import validate
+
+    validate("pytest", doc)
+
+
+def test_a_test_over_its_budget_is_reported_failed_with_its_energy_and_the_fix(pytester, emu):
+    pytester.makepyfile(SUITE.replace("    assert False\n", ""))
+    out = pytester.path / "energy.json"
+    # The emulator draws 24 W: test_heavy (150 ms) uses about 3.6 J, the others 0.25 J.
+    r = pytester.runpytest(*args(emu, "--energy-test-budget=2", f"--energy-json={out}"))
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.assert_outcomes(passed=2, failed=1)
+    r.stdout.fnmatch_lines([
+        "*ENERGY BUDGET EXCEEDED: *::test_heavy used * ± * J in * s, over its budget of 2 J (--energy-test-budget)*",
+        "*raise the budget: --energy-test-budget *",
+        "FAILED *::test_heavy*",
+    ])
+    doc = json.loads(out.read_text())
+    heavy = next(t for t in doc["tests"] if t["nodeid"].endswith("test_heavy"))
+    assert heavy["outcome"] == "failed" and heavy["over_budget"] is True and heavy["budget_j"] == 2
+    assert heavy["energy_j"] > 2
+    assert all(t["outcome"] == "passed" and not t["over_budget"] for t in doc["tests"] if t is not heavy)
+    from test_schemas import validate
+
+    validate("pytest", doc)
+
+
+def test_a_marker_sets_one_tests_budget(pytester, emu):
+    pytester.makepyfile(
+        SUITE.replace("    assert False\n", "")
+        .replace("def test_light", "import pytest\n\n@pytest.mark.energy_budget(0.000001)\ndef test_light")
+    )
+    r = pytester.runpytest(*args(emu, "--energy-test-budget=1000"))
+    r.assert_outcomes(passed=2, failed=1)
+    r.stdout.fnmatch_lines(["*test_light used * J in * s, over its budget of 1e-06 J (@pytest.mark.energy_budget)*",
+                            "*raise the budget: @pytest.mark.energy_budget(*)*"])
+    # Without --energy the marker is known (no warning under --strict-markers) and inert.
+    r = pytester.runpytest("-p", "no:cacheprovider", "--strict-markers")
+    r.assert_outcomes(passed=3)
