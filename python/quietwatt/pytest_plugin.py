@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 import socket
+import warnings
 from typing import Any, Dict, Generator, List, Optional
 
 import pytest
@@ -53,7 +54,12 @@ class EnergyPlugin:
 
         self.config = config
         self._native = _quietwatt
-        self.env = Environment(config.getoption("energy_root"), config.getoption("energy_emulate"))
+        # The EMULATED warning would name pluggy's frame (no user line runs a
+        # plugin's set-up): it goes at the top of the run's output instead.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.env = Environment(config.getoption("energy_root"), config.getoption("energy_emulate"))
+        self.header = [str(w.message) for w in caught]
         self.mechanism: Optional[str] = config.getoption("energy_mechanism")
         self.domains = resolve_domains(config.getoption("energy_domains"))
         self.results: List[Dict[str, Any]] = []
@@ -66,6 +72,11 @@ class EnergyPlugin:
         probe = _quietwatt.Session(self.env.root, self.mechanism, self.domains)
         report, _ = probe.stop()
         self.mechanism = json.loads(report)["mechanism"]
+
+    def pytest_report_header(self, config: Any) -> List[str]:
+        """The emulation warning (``--energy-emulate``, or an emulator's root), at
+        the top of the run."""
+        return self.header
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: Any) -> Generator[None, None, None]:

@@ -37,6 +37,11 @@ def test_each_test_is_measured_ranked_in_the_summary_and_written_as_json(pyteste
     r.assert_outcomes(passed=2, failed=1)
     text = r.stdout.str()
     assert "energy of the tests (powercap, EMULATED RAPL" in text
+    # The emulation is said at the top of the run, not as a warning that names
+    # pluggy's frame (before: "pluggy/_execution.py:147: UserWarning: ...").
+    header = text.split("collected")[0]
+    assert "EMULATED RAPL" in header and "quietwatt emulator's mount" in header, header
+    assert "_execution.py" not in text, text
     rows = [line for line in r.stdout.lines if "::test_" in line and line.strip()[0].isdigit()]
     assert rows and "test_heavy" in rows[0], text
     doc = json.loads(out.read_text())
