@@ -16,10 +16,15 @@ import quietwatt as qw
 from conftest import REPO
 
 README = REPO / "python" / "README.md"
+#: The repository's README: its "From Python" example runs too.
+TOP_README = REPO / "README.md"
 
 
 def blocks() -> list:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    top = TOP_README.read_text().split("## From Python", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S) + re.findall(
+        r"```python\n(.*?)```", top, re.S
+    )
 
 
 def test_the_readme_has_python_examples_and_the_first_one_says_what_it_measures():
