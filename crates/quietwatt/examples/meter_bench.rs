@@ -28,7 +28,10 @@ fn meter(domains: [(u32, Domain); 4]) -> Meter {
 fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(15);
-    let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     // 1 kHz at 30 W package, 20 W core, 2 W uncore, 4 W dram.
     let reads: Vec<[u64; 4]> = (0..n)
         .map(|i| [i * 30_000, i * 20_000, i * 2_000, i * 4_000])
@@ -67,5 +70,9 @@ fn main() {
     println!("rounds {rounds}, {n} four-channel readings each (medians over rounds)");
     println!("  no subdomain to judge       : {a:.2} ns/reading");
     println!("  core and uncore vs package  : {b:.2} ns/reading");
-    println!("  ratio                       : {:.2}x, +{:.2} ns/reading", b / a, b - a);
+    println!(
+        "  ratio                       : {:.2}x, +{:.2} ns/reading",
+        b / a,
+        b - a
+    );
 }
