@@ -53,6 +53,8 @@ struct Ledger {
     channels: usize,
     /// The longest interval of a sample handed over.
     longest_ns: u64,
+    /// The time of the last sample handed over.
+    last_t: Option<u64>,
     /// Running totals over every sample handed to the sink.
     totals: Vec<f64>,
     /// At the last flush: samples, time of the last, totals.
@@ -66,6 +68,7 @@ impl Ledger {
         Ledger {
             channels,
             longest_ns: 0,
+            last_t: None,
             totals: vec![0.0; channels],
             flushed: (0, None, vec![0.0; channels]),
             since: Vec::new(),
@@ -74,6 +77,7 @@ impl Ledger {
 
     fn handed(&mut self, t_ns: u64, interval_ns: u64, energy: &[Joules]) {
         self.longest_ns = self.longest_ns.max(interval_ns);
+        self.last_t = Some(t_ns);
         self.since.push(t_ns);
         for (t, e) in self.totals.iter_mut().zip(energy) {
             *t += e.0;
@@ -82,10 +86,7 @@ impl Ledger {
     }
 
     fn flushed(&mut self, samples: u64) {
-        let last = self.since.chunks_exact(1 + self.channels).last();
-        if let Some(w) = last {
-            self.flushed.1 = Some(w[0]);
-        }
+        self.flushed.1 = self.last_t;
         self.flushed.0 = samples;
         self.flushed.2.copy_from_slice(&self.totals);
         self.since.clear();
