@@ -59,7 +59,7 @@ impl ChildEmulator {
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(child_error(format!(
-                "cannot fork the emulator's process: {}",
+                "cannot fork the emulator's process: {}; free memory or raise the process limit (ulimit -u)",
                 std::io::Error::last_os_error()
             )));
         }
@@ -89,7 +89,7 @@ impl ChildEmulator {
             None => {
                 child.reap();
                 Err(child_error(
-                    "the emulator's process ended before it mounted".into(),
+                    "the emulator's process ended before it mounted: check that /dev/fuse exists and that this runs as root (or with fusermount3), and see dmesg".into(),
                 ))
             }
         }
@@ -228,7 +228,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     // SAFETY: `fds` is a valid array of two descriptors for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(child_error(format!(
-            "cannot create a pipe to the emulator's process: {}",
+            "cannot create a pipe to the emulator's process: {}; close some files or raise the limit (ulimit -n)",
             std::io::Error::last_os_error()
         )));
     }

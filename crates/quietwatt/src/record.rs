@@ -245,7 +245,7 @@ fn hidden_turns(meter: &Meter, longest_ns: u64) -> Option<String> {
     let gap = Duration::from_nanos(longest_ns);
     (gap > turn).then(|| {
         format!(
-            "two reads were {} apart (the host held the sampler up): longer than the {} in which a counter can turn once at its domain's highest plausible power, so the row after that gap, and the totals, may be short by whole counter ranges",
+            "two reads were {} apart (the host held the sampler up): longer than the {} in which a counter can turn once at its domain's highest plausible power, so the row after that gap, and the totals, may be short by whole counter ranges; keep the machine less loaded while recording, or give the sampler real-time priority (as root)",
             crate::meter::human_duration(gap),
             crate::meter::human_duration(turn)
         )
