@@ -66,11 +66,16 @@ def test_identical_calls_show_no_significant_difference(emu):
 
 def test_a_gate_of_50_percent_on_twice_the_energy_is_a_regression(emu):
     c = qw.compare(busy20, busy40, runs=8, root=emu.root, gate_pct=50)
-    assert c.gate == "regression" and c.passed is False, c
-    assert "REGRESSION" in str(c) and "busy40 is " in str(c)
+    # The true ratio (2) is above the gate, so it never passes. A loaded host
+    # stretches the short runs more (1.70 [1.46, 1.99] once, under stress-ng):
+    # then the interval may straddle 1.5 and the gate says it cannot tell.
+    assert c.passed is False and c.gate in ("regression", "inconclusive"), c
+    expected = "regression" if c.ci[0] > 1.5 and c.verdict == "significantly more" else "inconclusive"
+    assert c.gate == expected, c
+    assert c.gate.upper() in str(c) and "busy40 is " in str(c)
     # The same runs, reversed: half the energy passes the gate.
     r = qw.compare_runs(c.runs_b, c.runs_a, gate_pct=50)
-    assert r.verdict == "significantly less" and r.gate == "pass" and r.passed is True
+    assert r.verdict == "significantly less" and r.gate == "pass" and r.passed is True, r
     assert r.ratio == pytest.approx(1 / c.ratio)
 
 
