@@ -2,7 +2,7 @@
 //! switch (the kernel's `run_time_ns` with BPF statistics on), the user-space cost
 //! of reading its slices, and the slowdown of a context-switch-heavy workload (two
 //! threads ping-ponging a byte over pipes) with the program attached and not,
-//! interleaved, compared by the overhead lab's protocol (`quietwatt::stats::compare`:
+//! interleaved, compared by the overhead lab's protocol (`quietwatt_stats::compare`:
 //! outliers out by IQR, one-sided Mann-Whitney U, Hodges-Lehmann shift with its
 //! 95 % interval).
 //!
@@ -85,7 +85,7 @@ fn main() {
             dropped += tracker.dropped();
         }
     }
-    let c = quietwatt::stats::compare(&on, &off);
+    let c = quietwatt_stats::compare(&on, &off);
     let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2} ms", v * 1e3));
     println!("workload: {trips} round trips over a socketpair between two threads, {rounds} rounds each way, interleaved");
     println!("median off {}, on {}", ms(c.median_y), ms(c.median_x));

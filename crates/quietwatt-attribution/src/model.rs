@@ -226,7 +226,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quietwatt::rng::XorShift;
+    use quietwatt_stats::rng::XorShift;
 
     #[test]
     fn one_busy_cpu_of_two_gets_the_dynamic_part_and_half_the_idle() {

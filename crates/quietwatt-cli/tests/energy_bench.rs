@@ -241,7 +241,7 @@ fn a_gate_that_cannot_decide_says_so_and_fails_unless_told_and_a_failing_command
     // lie wholly above it. Whatever the runs gave, the exit code must be what the
     // reported interval says: 3 above the limit, 4 straddling it (with the
     // message; the tester's 1.30 [0.30, 5.62] against 50 % once passed silently),
-    // 0 below. The pure decision is unit-tested in quietwatt::repeat.
+    // 0 below. The pure decision is unit-tested in quietwatt_stats::repeat.
     let m = mount(EmulatorConfig::default());
     let args = |extra: &[&'static str]| {
         let mut a = vec!["compare", "-r", "2", "--fail-if-more-than", "100", "--json"];

@@ -580,7 +580,7 @@ fn the_energy_per_fault_on_the_emulator_has_an_interval_that_holds_its_true_0() 
         "{e}"
     );
     let df = e["windows"].as_u64().unwrap() as f64 - 2.0;
-    let t999 = quietwatt::stats::student_t_quantile(0.9995, df);
+    let t999 = quietwatt_stats::student_t_quantile(0.9995, df);
     assert!(
         b.abs() <= t999 * se,
         "the 99.9 % interval {b} ± {} leaves out the true 0 J/fault: {e}",

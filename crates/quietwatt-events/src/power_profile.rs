@@ -22,8 +22,8 @@
 
 use quietwatt::domain::total_members;
 use quietwatt::meter::{monotonic_ns, Meter};
-use quietwatt::stats::{excludes, weighted_mean_interval};
 use quietwatt::units::Joules;
+use quietwatt_stats::{excludes, weighted_mean_interval};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -369,7 +369,7 @@ mod tests {
     /// instants are known only to a read: each placed up to ±`jitter_ns` off (slow
     /// reads), seeded, so that every interval's power is off by up to tens of %.
     fn jittered(seed: u64, jitter_ns: u64, p: impl Fn(u64) -> f64) -> Vec<Interval> {
-        let mut rng = quietwatt::rng::XorShift::new(seed);
+        let mut rng = quietwatt_stats::rng::XorShift::new(seed);
         let true_t: Vec<u64> = (0..1000u64).map(|k| 1_000_000 + k * 977_000).collect();
         let seen: Vec<u64> = true_t
             .iter()

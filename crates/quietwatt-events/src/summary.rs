@@ -13,8 +13,8 @@
 use super::recorder::{EventTotals, TraceTotals};
 use super::Event;
 use quietwatt::meter::EnergyReport;
-use quietwatt::stats::fit::hc3_slope_se;
-use quietwatt::stats::{excludes, student_t_quantile};
+use quietwatt_stats::fit::hc3_slope_se;
+use quietwatt_stats::{excludes, student_t_quantile};
 use serde::Serialize;
 use std::fmt;
 
@@ -130,7 +130,7 @@ impl EnergyPerEvent {
     /// a rate that never changes.
     pub fn fit(event: String, points: &[(f64, f64)]) -> Option<EnergyPerEvent> {
         let (x, y): (Vec<f64>, Vec<f64>) = points.iter().copied().unzip();
-        let f = quietwatt::stats::fit::ols(&x, &y, &event).ok()?;
+        let f = quietwatt_stats::fit::ols(&x, &y, &event).ok()?;
         // Windows are not alike: a busy one has more events and noisier reads, which
         // makes the classical error too small. The larger of it and the robust one.
         let se = f.slope_se.max(hc3_slope_se(&f, &x));
@@ -587,7 +587,7 @@ mod tests {
         // energy per event is 0; the 95 % interval must contain it in at least 85 %.
         // (The classical error alone covers it about 56 times in 100 here, HC3 about
         // 90: a few high-leverage bursts are its hard case.)
-        let mut rng = quietwatt::rng::XorShift::new(0xFA_17);
+        let mut rng = quietwatt_stats::rng::XorShift::new(0xFA_17);
         let mut normal = || {
             let (u, v) = (1.0 - rng.unit(), rng.unit());
             (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()

@@ -26,9 +26,9 @@
 use super::cpuidle::CpuidleStates;
 use super::power_profile::{EnergySampler, PowerProfile};
 use super::{pread_u64, EventsError, Result};
-use quietwatt::rng::XorShift;
 use quietwatt::root::SysRoot;
 use quietwatt::ticker::monotonic_ns;
+use quietwatt_stats::rng::XorShift;
 use serde::Serialize;
 use std::fs::File;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -3,7 +3,7 @@
 //! power), with Holm's adjustment over the table (paper 002, Appendix A and B).
 
 use crate::results::{Measurement, RunRecord};
-use quietwatt::stats::{self, Comparison};
+use quietwatt_stats::{self as stats, Comparison};
 
 /// One line of the statistics table: a combination against its workload's baseline.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Overhead experiments by the protocol of paper 002 (Section V-A): a plan of
 //! workloads × monitors × frequencies × repetitions, run in interleaved rounds,
 //! recorded run by run to a CSV file that survives an interruption, then analysed
-//! with [`stats`](quietwatt::stats) into the table of the paper's Appendix A.
+//! with [`stats`](quietwatt_stats) into the table of the paper's Appendix A.
 //!
 //! **The plan.** A combination is a workload, a monitor and a sampling frequency;
 //! the baseline (monitor `none`) has no frequency and is one combination per

@@ -5,8 +5,8 @@
 use crate::analysis::{analyze, is_idle, BUSY_FRACTION, POWER};
 use crate::plan::freq_text;
 use crate::results::{Measurement, RunRecord};
-use quietwatt::plot::{boxplot_svg, lines_svg, Line, Series};
-use quietwatt::stats;
+use quietwatt_stats as stats;
+use quietwatt_stats::plot::{boxplot_svg, lines_svg, Line, Series};
 
 /// The medians per frequency of one metric, per monitor, for one workload, with
 /// the baseline's median.

@@ -20,10 +20,10 @@
 //! is an emulator (FUSE) is labelled "emulated (FUSE)": its latency is the
 //! emulator's, not the kernel's.
 
-use quietwatt::rng::XorShift;
 use quietwatt::root::SysRoot;
 use quietwatt::source::{msr, perf, powercap, Selection};
-use quietwatt::stats::quantile_sorted;
+use quietwatt_stats::quantile_sorted;
+use quietwatt_stats::rng::XorShift;
 use serde::Serialize;
 use std::fs::File;
 use std::hint::black_box;

@@ -5,8 +5,8 @@
 //! never depends on it.
 //!
 //! - the papers' statistics (IQR outliers, one-sided Wilcoxon rank-sum,
-//!   Holm-Bonferroni, Hodges-Lehmann shift) are [`quietwatt::stats`]: the engine uses
-//!   them too.
+//!   Holm-Bonferroni, Hodges-Lehmann shift) are [`quietwatt_stats`]: the events, the
+//!   models and the command line use them too.
 //! - [`latency`]: the cost of each primitive a reader is built from (paper 002,
 //!   Table III), timed with serialized rdtsc.
 //! - [`workload`]: EP-like, CG-like and idle kernels that time their own solve.
@@ -15,7 +15,7 @@
 //!   its parts are [`plan`], [`results`], [`run`], [`analysis`], [`report`] and
 //!   [`figures`], each re-exported there.
 //! - [`figures`]: box plots of run time per monitor and frequency, and lines against
-//!   the sampling frequency, as SVG (drawn by [`quietwatt::plot`], which the energy
+//!   the sampling frequency, as SVG (drawn by [`quietwatt_stats::plot`], which the energy
 //!   models use too).
 //! - `png` (the `png` cargo feature, on by default): those plots rasterized to PNG,
 //!   for viewers that show no SVG.

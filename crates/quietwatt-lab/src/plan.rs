@@ -4,9 +4,9 @@
 //! seeded, interleaved schedule of their repetitions.
 
 use crate::workload::{self, Kind};
-use quietwatt::rng::XorShift;
 use quietwatt::source::Mechanism;
 use quietwatt::ticker::Hertz;
+use quietwatt_stats::rng::XorShift;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};

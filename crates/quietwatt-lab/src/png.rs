@@ -1,4 +1,4 @@
-//! The plots as PNG: an SVG document from [`plot`](quietwatt::plot) (or any other)
+//! The plots as PNG: an SVG document from [`plot`](quietwatt_stats::plot) (or any other)
 //! rasterized with resvg, at twice its size.
 //!
 //! The SVG stays the plot of record (it is what the tests read series from); the
@@ -179,7 +179,7 @@ fn pick_sans_serif(db: &fontdb::Database) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quietwatt::plot::{boxplot_svg, Series};
+    use quietwatt_stats::plot::{boxplot_svg, Series};
     use std::collections::HashSet;
 
     fn boxplot() -> String {

@@ -5,7 +5,7 @@ use crate::analysis::{
     analyze_metric, is_idle, Metric, ReportRow, BUSY_FRACTION, POWER, WORKLOAD_TIME,
 };
 use crate::results::RunRecord;
-use quietwatt::stats::{self, StatsError};
+use quietwatt_stats::{self as stats, StatsError};
 
 fn fmt_p(p: f64) -> String {
     if p < 0.001 {

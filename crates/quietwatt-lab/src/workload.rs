@@ -12,7 +12,7 @@
 //! Results do not depend on the thread count (EP exactly; CG to rounding), so a
 //! run checks itself: the `check` figure of a run is comparable across runs.
 
-use quietwatt::rng::XorShift;
+use quietwatt_stats::rng::XorShift;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;

@@ -5,7 +5,7 @@
 use super::file::{EventCost, FamilyModel, Run, ScenarioFit};
 use super::XAxis;
 use crate::error::Result;
-use quietwatt::stats::fit::{ols, slope_difference, Fit};
+use quietwatt_stats::fit::{ols, slope_difference, Fit};
 
 /// Fits every scenario of `family` that has enough runs and prices its event,
 /// replacing `fits`, `costs` and the fit notes. `channels` is the number of energy

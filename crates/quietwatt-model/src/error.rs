@@ -2,8 +2,8 @@
 //! be used, a fit the data cannot support, or a measurement that failed (the
 //! engine's [`quietwatt::Error`], kept whole).
 
-use quietwatt::stats::fit::FitError;
 use quietwatt::ErrorKind;
+use quietwatt_stats::fit::FitError;
 use std::io;
 use std::path::PathBuf;
 
@@ -82,7 +82,7 @@ mod tests {
             why: "not JSON".into(),
         };
         assert_eq!(file.kind(), ErrorKind::Usage);
-        let fit = quietwatt::stats::fit::ols(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0], "pagefault time")
+        let fit = quietwatt_stats::fit::ols(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0], "pagefault time")
             .unwrap_err();
         assert!(fit.to_string().contains("pagefault time"), "{fit}");
         assert_eq!(Error::from(fit).kind(), ErrorKind::Fatal);

@@ -9,7 +9,7 @@ use super::{Family, ScenarioSpec, XAxis};
 use crate::error::{Error, Result};
 use quietwatt::cpuinfo::CpuInfo;
 use quietwatt::root::SysRoot;
-use quietwatt::stats::fit::Fit;
+use quietwatt_stats::fit::Fit;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -293,7 +293,7 @@ impl Model {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use quietwatt::stats::fit::ols;
+    use quietwatt_stats::fit::ols;
 
     pub(crate) fn sample_model() -> Model {
         let mut m = Model::new(

@@ -18,8 +18,8 @@
 //! - [`wakeup`]: wake-ups from idle, by the caller/callee experiment of
 //!   [`quietwatt_events::wakeup`];
 //! - [`sweep`]: the interleaved schedule of runs (round after round, shuffled);
-//! - least squares with intervals is [`quietwatt::stats::fit`], which the engine's
-//!   event summaries use too;
+//! - least squares with intervals is [`quietwatt_stats::fit`], which the events
+//!   crate's summaries use too;
 //! - [`costs`]: runs to fits to per-event costs;
 //! - [`file`](mod@file): the model as data (JSON), written as it grows;
 //! - [`attribution`]: a command's events priced with a model;

@@ -3,7 +3,7 @@
 
 use crate::file::FamilyModel;
 use crate::XAxis;
-use quietwatt::plot::{scatter_fit_svg, FitGroup};
+use quietwatt_stats::plot::{scatter_fit_svg, FitGroup};
 
 /// The time regression of `family` as an SVG document, or `None` before any
 /// scenario has a fit. Times are in microseconds per execution.

@@ -8,7 +8,7 @@ use super::energy::EnergyProbe;
 use super::file::Run;
 use super::{Measured, Scenario};
 use crate::error::Result;
-use quietwatt::rng::XorShift;
+use quietwatt_stats::rng::XorShift;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

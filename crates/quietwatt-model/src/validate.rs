@@ -16,8 +16,8 @@ use super::file::Model;
 use super::scenario::{in_forked_children, Buffer};
 use super::{page_size, Family, Measured};
 use crate::error::{Error, Result};
-use quietwatt::rng::XorShift;
-use quietwatt::stats::median;
+use quietwatt_stats::median;
+use quietwatt_stats::rng::XorShift;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -117,14 +117,14 @@ pub fn run(
     probe: &mut EnergyProbe,
 ) -> Result<ValidationReport> {
     let fam = model.family(Family::Pagefault).ok_or_else(|| {
-        Error::Fit(quietwatt::stats::fit::FitError {
+        Error::Fit(quietwatt_stats::fit::FitError {
             what: "the validation".into(),
             why: "the model has no pagefault family: make it with `quietwatt model pagefault`"
                 .into(),
         })
     })?;
     if fam.costs.is_empty() {
-        return Err(Error::Fit(quietwatt::stats::fit::FitError {
+        return Err(Error::Fit(quietwatt_stats::fit::FitError {
             what: "the validation".into(),
             why: "the model's pagefault family has no costs (too few runs?)".into(),
         }));
@@ -287,10 +287,10 @@ pub fn table(r: &ValidationReport) -> String {
 /// measured (M), medians.
 pub fn plot_svg(r: &ValidationReport) -> String {
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:+.2} ms", s * 1e3));
-    let series: Vec<quietwatt::plot::Series> = r
+    let series: Vec<quietwatt_stats::plot::Series> = r
         .variants
         .iter()
-        .map(|v| quietwatt::plot::Series {
+        .map(|v| quietwatt_stats::plot::Series {
             // Wrapped by the plot before each '(': one short line each.
             label: if v.variant == "npf" {
                 "npf (baseline)".to_string()
@@ -305,7 +305,7 @@ pub fn plot_svg(r: &ValidationReport) -> String {
             values: v.run_seconds.iter().map(|s| s * 1e3).collect(),
         })
         .collect();
-    quietwatt::plot::boxplot_svg(
+    quietwatt_stats::plot::boxplot_svg(
         "validation (E model, M measured)",
         "time per run (ms)",
         &series,

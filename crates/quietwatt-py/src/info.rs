@@ -86,7 +86,7 @@ pub fn is_emulator(root: &str) -> bool {
 /// `a` and `b` summaries (mean, interval, spread, outliers), Welch's test, the
 /// ratio `b / a` with its interval, the rank test with the Hodges-Lehmann shift,
 /// the verdict and, with `gate_pct`, the gate's outcome (`pass`, `regression`,
-/// `inconclusive`), exactly as the CLI computes them (`quietwatt::repeat`).
+/// `inconclusive`), exactly as the CLI computes them (`quietwatt_stats::repeat`).
 #[pyfunction]
 #[pyo3(signature = (a, a_bounds, b, b_bounds, gate_pct=None))]
 pub fn compare_json(
@@ -97,7 +97,7 @@ pub fn compare_json(
     b_bounds: Vec<f64>,
     gate_pct: Option<f64>,
 ) -> PyResult<String> {
-    use quietwatt::repeat::{gate, rank_test, ratio, verdict, welch, Summary};
+    use quietwatt_stats::repeat::{gate, rank_test, ratio, verdict, welch, Summary};
     let summary = |name: &str, v: &[f64], bounds: &[f64]| {
         Summary::new(v, bounds).ok_or_else(|| {
             bad_argument(

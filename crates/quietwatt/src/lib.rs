@@ -97,16 +97,12 @@ pub mod command;
 pub mod export;
 pub mod meter;
 pub mod overhead;
-pub mod plot;
 pub mod record;
-pub mod repeat;
-pub mod rng;
 pub mod sampler;
 pub mod session;
 pub mod sink;
 /// The mechanisms (the `quietwatt-sources` crate, under the path it always had).
 pub use quietwatt_sources as source;
-pub mod stats;
 /// The buffered mechanisms live with the others, in `source`; the old path stays.
 pub use source::inkernel;
 pub mod kernel_figures;

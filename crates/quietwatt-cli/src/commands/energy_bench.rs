@@ -12,9 +12,9 @@ use super::repeat::{failed_run, interrupted, stopped, RunResult, Runner, Summari
 use super::SamplerArgs;
 use crate::emulated::Environment;
 use crate::exit::Failure;
-use quietwatt::repeat::{self, Verdict};
-use quietwatt::rng::XorShift;
 use quietwatt::{FreqArg, Mechanism};
+use quietwatt_stats::repeat::{self, Verdict};
+use quietwatt_stats::rng::XorShift;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
@@ -378,12 +378,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         super::exports::markdown(p, &rows, &relative, reference)?;
     }
     if let Some(p) = &args.plot {
-        let series: Vec<quietwatt::plot::Series> = args
+        let series: Vec<quietwatt_stats::plot::Series> = args
             .commands
             .iter()
             .zip(&runs)
             .enumerate()
-            .map(|(i, (c, r))| quietwatt::plot::Series {
+            .map(|(i, (c, r))| quietwatt_stats::plot::Series {
                 label: format!("#{} {}", i + 1, shorten(c, 24)),
                 values: r.iter().filter_map(|r| r.total.map(|t| t.0)).collect(),
             })
@@ -396,7 +396,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         );
         let written = super::PlotFiles::default()
             .write(
-                &quietwatt::plot::boxplot_svg(&title, "energy (J)", &series),
+                &quietwatt_stats::plot::boxplot_svg(&title, "energy (J)", &series),
                 p,
             )
             .map_err(|e| {

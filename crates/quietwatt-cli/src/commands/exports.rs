@@ -6,8 +6,8 @@
 use super::runs::{RunResult, Summaries};
 use crate::exit::{Failure, OUTPUT};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use quietwatt::repeat::Ratio;
 use quietwatt::sink::csv::field;
+use quietwatt_stats::repeat::Ratio;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::Path;

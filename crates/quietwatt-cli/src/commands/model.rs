@@ -385,7 +385,7 @@ fn si(v: f64, ci: [f64; 2], unit: &str) -> String {
 
 /// `text`, followed by `: not significant` when the 95 % interval `ci` contains 0.
 fn with_verdict(text: String, ci: [f64; 2]) -> String {
-    if quietwatt::stats::excludes(ci, 0.0) {
+    if quietwatt_stats::excludes(ci, 0.0) {
         text
     } else {
         format!("{text}: not significant")

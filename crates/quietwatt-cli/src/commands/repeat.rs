@@ -2,7 +2,7 @@
 //! and the runner that `bench energy` shares: one fresh meter per run, the same
 //! rate for every run, each run's energy with its `±` bound.
 //!
-//! The statistics are the library's [`quietwatt::repeat`].
+//! The statistics are the library's [`quietwatt_stats::repeat`].
 
 pub use super::runs::{outlier_warning, RunResult, Summaries};
 use super::{rate_words, selection, SamplerArgs};

@@ -2,7 +2,7 @@
 //! run's figures ([`RunResult`]), a command's summaries ([`Summaries`]) and how
 //! they are printed.
 
-use quietwatt::repeat::Summary;
+use quietwatt_stats::repeat::Summary;
 
 /// One measured run.
 #[derive(Debug, Clone)]

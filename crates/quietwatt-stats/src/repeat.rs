@@ -5,7 +5,7 @@
 //!
 //! How the measurement bound is folded in: every run's energy comes with a `±`
 //! bound (the counter's step, its update interval, an interval lost to a reset; see
-//! [`crate::meter::DomainEnergy::uncertainty_j`]). The runs' spread already holds
+//! `quietwatt::meter::DomainEnergy::uncertainty_j`). The runs' spread already holds
 //! the random part of those errors; what it cannot show is an error that every run
 //! shares. The mean's error from the bounds is at most the mean of the bounds, so
 //! the interval reported ([`Summary::ci`]) is the Student's t interval of the
@@ -15,7 +15,7 @@
 //! is clamped at 0 rather than reaching below what is physically possible (a
 //! wide interval over few runs of a small energy would).
 
-use crate::stats::{self, Alternative, Method};
+use crate::{Alternative, Method};
 use serde::Serialize;
 
 /// The confidence level of every interval here.
@@ -78,7 +78,7 @@ impl Summary {
         } else {
             f64::NEG_INFINITY
         };
-        let outliers = stats::remove_outliers(values, stats::IQR_FACTOR)
+        let outliers = crate::remove_outliers(values, crate::IQR_FACTOR)
             .map(|o| o.removed.len())
             .unwrap_or(0);
         Some(Summary {
@@ -103,11 +103,11 @@ impl Summary {
 
 /// The two-sided `CONFIDENCE` quantile of Student's t with `df` degrees of freedom.
 fn t_quantile(df: f64) -> f64 {
-    let q = stats::student_t_quantile(0.5 + CONFIDENCE / 2.0, df.min(1e7));
+    let q = crate::student_t_quantile(0.5 + CONFIDENCE / 2.0, df.min(1e7));
     if q.is_finite() {
         q
     } else {
-        stats::normal_quantile(0.5 + CONFIDENCE / 2.0)
+        crate::normal_quantile(0.5 + CONFIDENCE / 2.0)
     }
 }
 
@@ -157,7 +157,7 @@ pub fn welch(a: &Summary, b: &Summary) -> Option<Welch> {
     let p_value = if t.is_infinite() {
         0.0
     } else {
-        (2.0 * stats::student_t_sf(t.abs(), df)).min(1.0)
+        (2.0 * crate::student_t_sf(t.abs(), df)).min(1.0)
     };
     Some(Welch {
         test: "Welch's t test (two-sided)",
@@ -228,19 +228,19 @@ pub struct RankTest {
     pub p_value: f64,
     /// The Hodges-Lehmann shift of `b` over `a` (the median of the differences
     /// `b_i - a_j`, in the values' unit) with its distribution-free 95 % interval.
-    pub shift: Option<stats::Shift>,
+    pub shift: Option<crate::Shift>,
 }
 
 /// The rank test of `b` against `a`, with the Hodges-Lehmann shift; `None` with
-/// fewer than [`stats::MIN_SAMPLES`] runs in either (it could never be significant).
+/// fewer than [`crate::MIN_SAMPLES`] runs in either (it could never be significant).
 pub fn rank_test(a: &[f64], b: &[f64]) -> Option<RankTest> {
-    stats::mann_whitney_u(b, a, Alternative::TwoSided, Method::Auto)
+    crate::mann_whitney_u(b, a, Alternative::TwoSided, Method::Auto)
         .ok()
         .map(|u| RankTest {
             test: "Wilcoxon rank-sum (Mann-Whitney U, two-sided)",
             u: u.u,
             p_value: u.p_value,
-            shift: stats::hodges_lehmann(b, a, 0.95, Method::Auto).ok(),
+            shift: crate::hodges_lehmann(b, a, 0.95, Method::Auto).ok(),
         })
 }
 

@@ -1,8 +1,8 @@
-//! quietwatt::stats against the reference values in `tests/vectors/stats.json`, made by
+//! quietwatt-stats against the reference values in `tests/vectors/stats.json`, made by
 //! `tests/vectors/make_stats_vectors.py` with SciPy, statsmodels and NumPy (see
 //! the script for how to run it). No Python is needed here.
 
-use quietwatt::stats::{
+use quietwatt_stats::{
     hodges_lehmann, holm, mann_whitney_u, mann_whitney_u_any_size, remove_outliers, Alternative,
     Computed, Method, StatsError, IQR_FACTOR, MIN_SAMPLES,
 };

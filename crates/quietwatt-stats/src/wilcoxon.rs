@@ -2,7 +2,7 @@
 //! approximation, the exact null distribution of U, and Holm-Bonferroni's
 //! adjustment of the p-values of several such tests.
 
-use super::{check_finite, StatsError, EXACT_MAX_CELLS, MIN_SAMPLES};
+use crate::{check_finite, StatsError, EXACT_MAX_CELLS, MIN_SAMPLES};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::fmt;

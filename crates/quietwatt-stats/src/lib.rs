@@ -1,18 +1,31 @@
-//! The statistics of paper 002 (Section V-A4 and Appendices A and B): IQR outlier
-//! removal with factor 3, the one-sided Wilcoxon rank-sum test (Mann-Whitney U),
-//! Holm-Bonferroni adjustment, the Hodges-Lehmann location shift with its
-//! distribution-free confidence interval, and the relative overhead in percent.
+//! quietwatt-stats: the statistics quietwatt's measurements are judged by, apart
+//! from the engine that takes them. Pure Rust, no I/O, no system library: it builds
+//! with a Rust toolchain only, and neither reads RAPL nor knows the engine's types
+//! (its inputs are plain `f64` slices).
 //!
-//! Every function is checked against SciPy and statsmodels in
-//! `tests/stats.rs` (vectors made by `tests/vectors/make_stats_vectors.py`).
+//! At the crate root, the statistics of paper 002 (Section V-A4 and Appendices A
+//! and B): IQR outlier removal with factor 3, the one-sided Wilcoxon rank-sum test
+//! (Mann-Whitney U), Holm-Bonferroni adjustment, the Hodges-Lehmann location shift
+//! with its distribution-free confidence interval, the relative overhead in
+//! percent ([`compare`] is the paper's whole comparison), Student's t and weighted
+//! means. Beside them:
+//! - [`fit`]: least squares with intervals (the events' and the models' costs).
+//! - [`repeat`]: the statistics of a command measured several times and of two
+//!   commands compared (means, intervals holding each run's measurement bound,
+//!   the ratio, Welch's t, the verdict and the gate of `quietwatt compare`).
+//! - [`plot`]: box, line and scatter plots as SVG documents, written by hand.
+//! - [`rng`]: a seeded XorShift for reproducible shuffles, bootstraps and sweeps.
+//!
+//! Every test is checked against SciPy and statsmodels in `tests/stats.rs`
+//! (vectors made by `tests/vectors/make_stats_vectors.py`).
 //!
 //! Nothing here returns NaN or panics on user data: a question the data cannot
 //! answer (too few samples, every value equal, a NaN in the input) is a
 //! [`StatsError`], which reads as a sentence in a report.
 //!
-//! They live in the engine, not the overhead lab, because the engine uses them too:
-//! `repeat` (intervals and tests of repeated runs), `events` (fits and weighted
-//! means); [`fit`] is least squares with intervals, for the events and the models.
+//! Its users are the crates above the engine (the overhead lab, the OS events, the
+//! energy models, the command line and Python); the engine itself never needs
+//! them, which is why they are a crate of their own.
 //!
 //! Conventions, so that figures can be compared with other tools:
 //! - quantiles are linear interpolation between order statistics (R type 7, the
@@ -24,10 +37,41 @@
 //!   `multipletests(p, method="holm")`; [`hodges_lehmann`] follows R's
 //!   `wilcox.test(x, y, conf.int = TRUE)` where R is exact (see there for where it
 //!   differs).
+//!
+//! # Example
+//!
+//! ```
+//! use quietwatt_stats::repeat::{gate, ratio, verdict, welch, GateOutcome, Summary};
+//! use quietwatt_stats::{compare, fit};
+//!
+//! // Five runs of two commands: joules per run, each with its counter's ± bound.
+//! let a = Summary::new(&[10.1, 10.3, 9.9, 10.0, 10.2], &[0.01; 5]).expect("finite values");
+//! let b = Summary::new(&[12.0, 12.2, 11.9, 12.1, 12.3], &[0.01; 5]).expect("finite values");
+//! let r = ratio(&a, &b).expect("positive means");
+//! let v = verdict(welch(&a, &b).as_ref(), Some(&r));
+//! println!("b / a = {:.2} [{:.2}, {:.2}]: {}", r.estimate, r.ci[0], r.ci[1], v.words());
+//! // b is about 20 % above a: a gate of "at most 5 % above" fails.
+//! assert_eq!(gate(v, &r, 5.0), GateOutcome::Regression);
+//!
+//! // The overhead lab's comparison: run times with a monitor against without.
+//! let with = [1.02, 1.03, 1.01, 1.04, 1.02, 1.03];
+//! let without = [1.00, 1.01, 0.99, 1.00, 1.01, 1.00];
+//! let c = compare(&with, &without);
+//! assert!(c.overhead_pct.is_some_and(|pct| pct > 0.0), "{c:?}");
+//!
+//! // Least squares with intervals: joules against events.
+//! let f = fit::ols(&[1.0, 2.0, 3.0, 4.0], &[2.1, 3.9, 6.1, 8.0], "joules per event")
+//!     .expect("enough points");
+//! assert!((f.slope - 2.0).abs() < 0.1);
+//! ```
+#![deny(missing_docs)]
 
 use serde::Serialize;
 
 pub mod fit;
+pub mod plot;
+pub mod repeat;
+pub mod rng;
 
 // The rank tests, the location shift and Student's t are apart from the data's
 // preparation (quantiles, outliers) and the paper's whole comparison, which uses them.
@@ -110,14 +154,14 @@ pub enum StatsError {
     },
 }
 
-pub(super) fn check_finite(values: &[f64]) -> Result<(), StatsError> {
+pub(crate) fn check_finite(values: &[f64]) -> Result<(), StatsError> {
     match values.iter().find(|v| !v.is_finite()) {
         Some(&value) => Err(StatsError::NotFinite { value }),
         None => Ok(()),
     }
 }
 
-pub(super) fn sorted(values: &[f64]) -> Vec<f64> {
+pub(crate) fn sorted(values: &[f64]) -> Vec<f64> {
     let mut s = values.to_vec();
     s.sort_by(f64::total_cmp);
     s

@@ -1,7 +1,7 @@
 //! Student's t distribution and the intervals built on it (the confidence
 //! intervals of a least-squares fit, a weighted mean's).
 
-use super::{check_finite, StatsError};
+use crate::{check_finite, StatsError};
 use serde::Serialize;
 
 // ---------------------------------------------------------------------------

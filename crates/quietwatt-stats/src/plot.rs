@@ -8,7 +8,7 @@
 //! whiskers reach the furthest values within 1.5 IQR of the box (Tukey), and the
 //! values beyond are drawn as circles, as in paper 002's Fig. 7 and 8.
 
-use crate::stats::quantile_sorted;
+use crate::quantile_sorted;
 use std::fmt::Write;
 
 /// Escapes text for SVG.

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes stats.json: reference values for quietwatt's statistics (quietwatt::stats), computed with
+"""Writes stats.json: reference values for quietwatt's statistics (quietwatt_stats), computed with
 SciPy (Mann-Whitney U), statsmodels (Holm), NumPy (quantiles, Hodges-Lehmann
 estimate) and an independent exact count of the U distribution (the shift's
 confidence interval, R's wilcox.test(conf.int=TRUE) rule).
 
     python3 -m venv /tmp/v && /tmp/v/bin/pip install scipy statsmodels
-    /tmp/v/bin/python crates/quietwatt/tests/vectors/make_stats_vectors.py
+    /tmp/v/bin/python crates/quietwatt-stats/tests/vectors/make_stats_vectors.py
 
 The Rust test (tests/stats.rs) reads the committed JSON; it needs no Python.
 Every case is deterministic (fixed seeds), so re-running gives the same file for
@@ -22,7 +22,7 @@ import scipy.stats as st
 import statsmodels
 from statsmodels.stats.multitest import multipletests
 
-MIN_SAMPLES = 4  # quietwatt::stats::MIN_SAMPLES
+MIN_SAMPLES = 4  # quietwatt_stats::MIN_SAMPLES
 
 
 def f(v):
@@ -106,7 +106,7 @@ def mwu_cases():
                     "chosen": chosen,
                     "statistic": f(res.statistic),
                     "pvalue": f(res.pvalue),
-                    # What quietwatt::stats::mann_whitney_u returns instead of a p-value
+                    # What quietwatt_stats::mann_whitney_u returns instead of a p-value
                     # (any_size still gives SciPy's value when it is not all_tied).
                     "error": error,
                 })

@@ -1,10 +1,10 @@
 //! The Hodges-Lehmann location shift with its distribution-free confidence
 //! interval, and the shift as a percentage of the baseline.
 
-use super::wilcoxon::{
+use crate::wilcoxon::{
     average_ranks, choose, normal_quantile, normal_sf, Computed, Method, UDistribution,
 };
-use super::{check_finite, quantile_sorted, StatsError, MIN_SAMPLES};
+use crate::{check_finite, quantile_sorted, StatsError, MIN_SAMPLES};
 use serde::Serialize;
 
 // ---------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //! intercept, R²) and what it leaves out: the residuals and confidence intervals
 //! from Student's t, so that a per-event cost comes with its uncertainty.
 
-use crate::stats::student_t_quantile;
+use crate::student_t_quantile;
 use serde::{Deserialize, Serialize};
 
 /// The confidence level of every interval in a model.
@@ -213,7 +213,7 @@ mod tests {
             if f.slope_ci[0] <= 0.7 && 0.7 <= f.slope_ci[1] {
                 covered += 1;
             }
-            if crate::stats::excludes(f.slope_ci, 0.0) {
+            if crate::excludes(f.slope_ci, 0.0) {
                 significant += 1;
             }
         }
@@ -229,7 +229,7 @@ mod tests {
         for _ in 0..200 {
             let y: Vec<f64> = x.iter().map(|_| 3.0 + 0.5 * normal(&mut rng)).collect();
             let f = ols(&x, &y, "t").unwrap();
-            if crate::stats::excludes(f.slope_ci, 0.0) {
+            if crate::excludes(f.slope_ci, 0.0) {
                 false_positive += 1;
             }
         }
