@@ -2,8 +2,10 @@
 //! ([`root`]), the CPUs and packages ([`topology`]), the CPU model ([`cpuinfo`]) and
 //! the kernel's unit quirks ([`quirks`]); the mechanisms behind one trait
 //! ([`Source`]: [`powercap`], [`perf`], [`msr`], and the buffered [`inkernel`] ones);
-//! what each needs on this machine ([`doctor`], [`probe`]); and the errors of all of
-//! it ([`error`], typed, each saying what the caller can do).
+//! what each needs on this machine ([`doctor`], [`probe`]); every mechanism that
+//! opens read over one interval and compared (`quietwatt check`'s [`consistency`]);
+//! and the errors of all of it ([`error`], typed, each saying what the caller can
+//! do).
 //!
 //! Each mechanism discovers its domains from the system under a [`SysRoot`] (never a
 //! hard-coded list) and reads raw counter values into a caller-provided buffer, so
@@ -36,6 +38,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod consistency;
 pub mod cpuinfo;
 pub mod doctor;
 pub mod error;

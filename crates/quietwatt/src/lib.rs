@@ -14,7 +14,6 @@
 //! - [`quirks`]: the energy-unit exceptions of some CPU models, as one table.
 //! - [`source`]: the mechanisms that read RAPL (powercap, perf_event, MSR), behind one trait.
 //! - [`meter`]: a source plus its counters, sampled into corrected energy.
-//! - [`consistency`]: every available mechanism read over one interval, compared.
 //! - [`ticker`]: rates, absolute deadlines, the timerfd pacer.
 //! - [`sampler`]: the sampler thread: timerfd ticks, fixed-size records into a lock-free ring.
 //! - [`writer`]: the writer thread: drains the ring, converts to joules, feeds a sink.
@@ -81,7 +80,6 @@
 
 pub use quietwatt_core::{counter, domain, frequency, units};
 
-pub mod consistency;
 pub mod error;
 pub use quietwatt_sources::{cpuinfo, doctor, quirks, root, topology};
 

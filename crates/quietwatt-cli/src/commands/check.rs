@@ -4,7 +4,7 @@
 use super::selection;
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
-use quietwatt::consistency::cross_check;
+use quietwatt::source::consistency::cross_check;
 use std::process::ExitCode;
 use std::time::Duration;
 

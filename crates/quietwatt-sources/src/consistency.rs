@@ -15,14 +15,14 @@
 //!   ([`crate::quirks`]).
 //! - powercap's AMD `core` zone reads one core's counter; perf and MSR sum them all.
 
-use crate::counter::Counter;
 use crate::cpuinfo::{CpuInfo, Vendor};
-use crate::domain::{Domain, DomainId};
-use crate::error::{Result, SourceError};
+use crate::error::{Error, Result};
 use crate::quirks::{quirks_for, Quirk};
 use crate::root::SysRoot;
-use crate::source::{open, Channel, Mechanism, Selection, Source};
-use crate::units::Joules;
+use crate::{open, Channel, Mechanism, Selection, Source};
+use quietwatt_core::counter::Counter;
+use quietwatt_core::domain::{Domain, DomainId};
+use quietwatt_core::units::Joules;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -97,7 +97,7 @@ pub fn cross_check(
                 unavailable.push((m, e.to_string()));
                 // As `open` does: a mechanism that is merely absent explains less
                 // than one that exists and failed.
-                let absent = matches!(e, SourceError::MechanismUnavailable { .. });
+                let absent = matches!(e, Error::MechanismUnavailable { .. });
                 if first_err.is_none() && !absent {
                     first_err = Some(e);
                 }
@@ -105,13 +105,11 @@ pub fn cross_check(
         }
     }
     if sources.is_empty() {
-        return Err(first_err
-            .unwrap_or_else(|| SourceError::NoDomains {
-                mechanism: "any mechanism",
-                root: root.dir().to_path_buf(),
-                why: "no mechanism could open a RAPL counter".into(),
-            })
-            .into());
+        return Err(first_err.unwrap_or_else(|| Error::NoDomains {
+            mechanism: "any mechanism",
+            root: root.dir().to_path_buf(),
+            why: "no mechanism could open a RAPL counter".into(),
+        }));
     }
     let started = Instant::now();
     let domains = compare_sources(&mut sources, interval)?;
@@ -172,13 +170,12 @@ pub fn compare_sources(
             .zip(at.iter())
         {
             for ((c, &raw), ch) in cs.iter_mut().zip(buf).zip(s.channels()) {
-                c.update(raw, t.mid().as_nanos() as u64).map_err(|e| {
-                    SourceError::CorruptCounter {
+                c.update(raw, t.mid().as_nanos() as u64)
+                    .map_err(|e| Error::CorruptCounter {
                         path: ch.origin.clone(),
                         value: e.value,
                         modulus: e.modulus,
-                    }
-                })?;
+                    })?;
             }
         }
     }
@@ -306,11 +303,9 @@ fn expected_differences(root: &SysRoot, domains: &[DomainAgreement]) -> Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counter::Wrap;
-    use crate::error::Error;
-    use crate::source::perf::{EventSpec, PerfEvents};
-    use crate::source::Channel;
-    use crate::units::EnergyUnit;
+    use crate::perf::{EventSpec, PerfEvents};
+    use quietwatt_core::counter::Wrap;
+    use quietwatt_core::units::EnergyUnit;
     use std::path::PathBuf;
 
     /// A source replaying fixed readings.
@@ -328,7 +323,7 @@ mod tests {
         fn channels(&self) -> &[Channel] {
             &self.channels
         }
-        fn read(&mut self, out: &mut [u64]) -> crate::error::SourceResult<()> {
+        fn read(&mut self, out: &mut [u64]) -> Result<()> {
             out.copy_from_slice(&self.reads[self.next]);
             self.next += 1;
             Ok(())
@@ -469,11 +464,7 @@ mod tests {
             cross_check(&SysRoot::new(dir.path()), &Selection::all(), Duration::ZERO).unwrap_err();
         assert!(matches!(
             err,
-            Error::Source(
-                SourceError::MechanismUnavailable { .. }
-                    | SourceError::NoDomains { .. }
-                    | SourceError::Io { .. }
-            )
+            Error::MechanismUnavailable { .. } | Error::NoDomains { .. } | Error::Io { .. }
         ));
     }
 }
