@@ -1,12 +1,15 @@
 //! quietwatt-lab, the overhead lab: measurements of measurement (papers 000 and
 //! 002), so that a user can show on their own machine what monitoring costs and
 //! whether it changed their result. It runs on the `quietwatt` engine and is used
-//! by the command line (`quietwatt bench latency|workload|overhead`); the engine
+//! by the command line (`quietwatt bench sampler|latency|workload|overhead`); the engine
 //! never depends on it.
 //!
 //! - the papers' statistics (IQR outliers, one-sided Wilcoxon rank-sum,
 //!   Holm-Bonferroni, Hodges-Lehmann shift) are [`quietwatt_stats`]: the events, the
 //!   models and the command line use them too.
+//! - [`bench`](mod@bench): the sampler's loop against a floor and naive loops
+//!   (paper 002, Fig. 5: `quietwatt bench sampler`), and [`bench::StandIn`], a
+//!   source that preads a real file where no RAPL opens.
 //! - [`latency`]: the cost of each primitive a reader is built from (paper 002,
 //!   Table III), timed with serialized rdtsc.
 //! - [`workload`]: EP-like, CG-like and idle kernels that time their own solve.
@@ -35,6 +38,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod bench;
 pub mod experiment;
 pub mod figures;
 pub mod latency;

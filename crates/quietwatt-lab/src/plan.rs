@@ -168,7 +168,7 @@ pub enum QuietwattSource {
     /// The software event `cpu-clock` through the perf mechanism's code, one event
     /// per package: the cost of perf reads where no RAPL PMU exists. Not energy.
     PerfStandIn,
-    /// One pread of a sysfs file per channel ([`quietwatt::bench::StandIn`]): the cost
+    /// One pread of a sysfs file per channel ([`crate::bench::StandIn`]): the cost
     /// of powercap reads where no RAPL exists. Not energy.
     PreadStandIn,
 }

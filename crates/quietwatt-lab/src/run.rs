@@ -474,7 +474,7 @@ pub fn open_monitor_source(
                 .collect();
             Ok(Box::new(PerfEvents::from_specs(specs)?))
         }
-        QuietwattSource::PreadStandIn => Ok(Box::new(quietwatt::bench::StandIn::open(
+        QuietwattSource::PreadStandIn => Ok(Box::new(crate::bench::StandIn::open(
             &SysRoot::default(),
             2,
         )?)),

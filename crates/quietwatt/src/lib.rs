@@ -90,7 +90,6 @@ pub use root::SysRoot;
 pub use units::{EnergyUnit, Joules, Watts};
 
 pub mod adaptive;
-pub mod bench;
 pub mod command;
 pub mod export;
 pub mod meter;

@@ -6,8 +6,8 @@
 use super::parse_duration;
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT};
-use quietwatt::bench::{self, BenchOptions, BenchReport, StandIn, Variant};
 use quietwatt::{source, Hertz, Mechanism, Selection, Source};
+use quietwatt_lab::bench::{self, BenchOptions, BenchReport, StandIn, Variant};
 use std::process::ExitCode;
 use std::time::Duration;
 

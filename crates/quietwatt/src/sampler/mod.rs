@@ -300,18 +300,22 @@ impl<'s> Control<'s> {
     }
 }
 
-/// How the sampler thread (or a loop measured beside it) is set up before its loop.
+/// How the sampler thread (or a loop measured beside it, as the overhead lab's
+/// `bench sampler` loops) is set up before its loop: public for those loops, which
+/// must be placed and prioritised exactly as the sampler is ([`prepare`]).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Setup {
+pub struct Setup {
     /// The CPU to pin to.
     pub cpu: Option<usize>,
     /// `cpu` was chosen because the counters are read there, not asked for with
     /// `--cpu`: a refused pin is then a warning (reads cost an IPI), not an error.
     pub cpu_from_counters: bool,
+    /// SCHED_FIFO for the thread (`--rt`); refused, a warning.
     pub realtime: bool,
     /// The sampler wakes the writer this often (the writer flushes at each wake),
     /// and never needs to otherwise: data only arrives at ticks.
     pub flush_every_ns: u64,
+    /// End the loop this long after `first_ns` (a recording of a set duration).
     pub end_after_ns: Option<u64>,
     /// CLOCK_MONOTONIC of the priming read, taken by the caller before spawning
     /// this thread so that no thread start-up falls before the first reading.
@@ -423,7 +427,7 @@ impl Drop for EndGuard<'_, '_> {
 
 /// Pinning and priority of the calling thread; warnings for what was refused but
 /// is not fatal.
-pub(crate) fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<String>> {
+pub fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
     if let Some(cpu) = setup.cpu {
         match pin(cpu) {

@@ -3,16 +3,16 @@
 //! second and its CPU the same way.
 
 use super::{BenchOptions, Variant, VariantResult};
-use crate::error::{Error, Result, SetupStep};
-use crate::meter::{monotonic_ns, Meter};
-use crate::overhead::{process_cpu_ns, LatencyHistogram, Lateness, SamplerCounts, ThreadUsage};
-use crate::record::{record, EngineConfig};
-use crate::root::SysRoot;
-use crate::sampler::{self, Rate, Setup};
-use crate::sink::{CsvSink, Metadata, OutputFile, Sample, Sink};
-use crate::source::{Channel, Source};
-use crate::ticker::{Pacer, Pacing, TimerFd};
-use crate::units::Joules;
+use quietwatt::error::{Error, Result, SetupStep};
+use quietwatt::meter::{monotonic_ns, Meter};
+use quietwatt::overhead::{process_cpu_ns, LatencyHistogram, Lateness, SamplerCounts, ThreadUsage};
+use quietwatt::record::{record, EngineConfig};
+use quietwatt::root::SysRoot;
+use quietwatt::sampler::{self, Rate, Setup};
+use quietwatt::sink::{CsvSink, Metadata, OutputFile, Sample, Sink};
+use quietwatt::source::{Channel, Source};
+use quietwatt::ticker::{Pacer, Pacing, TimerFd};
+use quietwatt::units::Joules;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

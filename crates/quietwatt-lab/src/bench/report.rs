@@ -2,7 +2,7 @@
 //! checked on them.
 
 use super::{BenchOptions, Target, Variant, VariantResult};
-use crate::overhead::Lateness;
+use quietwatt::overhead::Lateness;
 
 /// The median of `v` (the mean of the middle two for an even count); 0 when empty.
 fn median(mut v: Vec<f64>) -> f64 {
@@ -138,7 +138,7 @@ pub fn targets(variants: &[VariantResult], opts: &BenchOptions) -> Vec<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ticker::Hertz;
+    use quietwatt::ticker::Hertz;
     use std::time::Duration;
 
     #[test]

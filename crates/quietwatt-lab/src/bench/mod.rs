@@ -18,22 +18,19 @@
 //! RAPL source opens, a stand-in source preads a real sysfs or procfs file per
 //! channel, so every tick costs real syscalls.
 
-use crate::error::Result;
-use crate::overhead::Lateness;
-use crate::sampler::{self, Setup};
-use crate::source::Source;
-use crate::ticker::Hertz;
+use quietwatt::error::Result;
+use quietwatt::overhead::Lateness;
+use quietwatt::sampler::{self, Setup};
+use quietwatt::source::Source;
+use quietwatt::ticker::Hertz;
 use serde::Serialize;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-// The stand-in source is for tests and the lab's `pread-stand-in` monitor
-// (quietwatt-lab asks for `testing`); built with the `testing` feature only: it is
-// not energy.
-#[cfg(any(test, feature = "testing"))]
+// The stand-in source: `bench sampler --stand-in` and the lab's `pread-stand-in`
+// monitor, where no RAPL opens. Not energy, and no crate below the lab needs it.
 mod stand_in;
-#[cfg(any(test, feature = "testing"))]
 pub use stand_in::StandIn;
 
 // The loops, each measured the same way, and what their rounds add up to.
@@ -315,7 +312,7 @@ pub fn sampler(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::root::SysRoot;
+    use quietwatt::root::SysRoot;
 
     #[test]
     fn every_variant_runs_and_counts_its_samples() {

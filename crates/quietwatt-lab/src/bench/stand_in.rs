@@ -1,15 +1,15 @@
 //! The stand-in source: a real file pread per channel where no RAPL opens, so the
 //! sampling loop's benchmarks and the lab's `pread-stand-in` monitor cost real
-//! syscalls on any machine. Public (as [`crate::bench::StandIn`]) with the
-//! `testing` feature only (the only user outside the tests is quietwatt-lab).
+//! syscalls on any machine. Public as [`crate::bench::StandIn`]: the command line's
+//! `bench sampler --stand-in` opens it too.
 
-use crate::domain::{Domain, DomainId};
-use crate::error::{Result, SourceError, SourceResult};
-use crate::root::SysRoot;
-use crate::source::{Channel, Mechanism, Source};
-use crate::ticker::monotonic_ns;
-use crate::units::EnergyUnit;
-use crate::Wrap;
+use quietwatt::domain::{Domain, DomainId};
+use quietwatt::error::{Result, SourceError, SourceResult};
+use quietwatt::root::SysRoot;
+use quietwatt::source::{Channel, Mechanism, Source};
+use quietwatt::ticker::monotonic_ns;
+use quietwatt::units::EnergyUnit;
+use quietwatt::Wrap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -72,7 +72,6 @@ impl StandIn {
     }
 
     /// The file read on every tick.
-    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     pub fn path(&self) -> &Path {
         &self.channels[0].origin
     }
