@@ -6,7 +6,7 @@
 //! the kernel reports it) and the share of one CPU.
 //!
 //! ```text
-//! cargo run --release -p quietwatt --example inkernel_bench -- [SECONDS] [HZ]
+//! cargo run --release -p quietwatt --features bpf --example inkernel_bench -- [SECONDS] [HZ]
 //! ```
 //!
 //! The events are software counters of CPU 0 standing in for the RAPL events

@@ -19,29 +19,28 @@
 //! - [`writer`]: the writer thread: drains the ring, converts to joules, feeds a sink.
 //! - [`sink`]: output formats (CSV, JSON Lines) behind one trait, and their metadata.
 //! - [`record`]: the two threads started and stopped together; [`command`]: the same
-//!   around a child process; [`repeat`]: the statistics of a command measured
-//!   several times and of commands compared (means, intervals, ratio, Welch's t).
+//!   around a child process.
 //! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
 //!   drained in batches into the same records and sinks.
 //! - [`adaptive`]: the sampling rate that follows the machine's load.
 //! - [`overhead`]: what measuring costs, accounted on every run.
-//! - [`bench`](mod@bench): the timerfd engine against naive loops (paper 002, Fig. 5).
-//! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
-//!   Hodges-Lehmann) and least squares with intervals, checked against SciPy.
-//! - [`plot`]: box, line and scatter plots as SVG documents, written by hand.
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
 //!   a sampler thread), with snapshots, samples and named windows.
 //!
-//! The system calls live in `quietwatt-sys`. The overhead lab (`quietwatt-lab`), OS
-//! events and traces (`quietwatt-events`) and the energy models of OS events
-//! (`quietwatt-model`) are crates of their own, which depend on this one (never the
-//! reverse).
+//! This crate does one job: measure. The system calls live in `quietwatt-sys`;
+//! `check`'s cross-check of the mechanisms is the sources'
+//! (`quietwatt::source::consistency`). The statistics, repeated runs compared, the
+//! SVG plots and the seeded generator are `quietwatt-stats`, which needs nothing of
+//! the engine. The sampler's benchmark against its floor (`bench sampler`) is the
+//! overhead lab's (`quietwatt-lab`), as are its experiments; OS events and traces
+//! (`quietwatt-events`) and the energy models of OS events (`quietwatt-model`) are
+//! crates of their own too. Those crates depend on this one, never the reverse.
 //!
-//! Cargo features (see the crate's `Cargo.toml`): `bpf` (default) builds the ebpf
-//! mechanism, with libbpf and clang; `testing` exposes
-//! the software stand-ins for RAPL used by tests and benchmarks (and by the lab's
-//! stand-in monitors). With `default-features = false`
-//! the library reads powercap, msr, perf and perf-ring with a Rust toolchain only.
+//! Cargo features (see the crate's `Cargo.toml`), all off by default, so that
+//! `cargo add quietwatt` reads powercap, msr, perf and perf-ring with a Rust
+//! toolchain only: `bpf` builds the ebpf mechanism, with libbpf and clang (the CLI
+//! and the Python wheel ask for it); `parquet` the Parquet sink; `testing` exposes
+//! the software stand-ins for RAPL used by tests and benchmarks.
 //!
 //! # Example
 //!

@@ -231,7 +231,8 @@ fn records_at_1khz_on_cpu0(m: Mechanism) {
     eprintln!("{m}: {rate:.1} records/s\n{o}\n{k}");
 }
 
-// The ebpf mechanism needs the `bpf` feature (on by default).
+// The ebpf mechanism needs the `bpf` feature (off by default: `--features bpf`,
+// or the workspace's tests, where the CLI asks for it).
 #[cfg(feature = "bpf")]
 #[test]
 fn ebpf_records_1khz_on_cpu0_and_its_deltas_sum_to_the_counter_total() {
@@ -295,7 +296,8 @@ fn lost_samples_are_counted_and_their_energy_kept(m: Mechanism) {
     assert!(checked > 0, "{m}: no received sample followed a loss");
 }
 
-// The ebpf mechanism needs the `bpf` feature (on by default).
+// The ebpf mechanism needs the `bpf` feature (off by default: `--features bpf`,
+// or the workspace's tests, where the CLI asks for it).
 #[cfg(feature = "bpf")]
 #[test]
 fn ebpf_counts_lost_samples_and_keeps_their_energy() {
@@ -347,7 +349,8 @@ fn drop_effective_capabilities() {
     }
 }
 
-// The ebpf mechanism needs the `bpf` feature (on by default).
+// The ebpf mechanism needs the `bpf` feature (off by default: `--features bpf`,
+// or the workspace's tests, where the CLI asks for it).
 #[cfg(feature = "bpf")]
 #[test]
 fn without_privileges_ebpf_names_cap_bpf_and_cap_perfmon() {
@@ -406,7 +409,8 @@ fn measures_a_command_from_spawn_to_exit(m: Mechanism) {
     assert!(k.drains <= 2, "{m}: {k:?}");
 }
 
-// The ebpf mechanism needs the `bpf` feature (on by default).
+// The ebpf mechanism needs the `bpf` feature (off by default: `--features bpf`,
+// or the workspace's tests, where the CLI asks for it).
 #[cfg(feature = "bpf")]
 #[test]
 fn ebpf_measures_a_command_from_spawn_to_exit() {

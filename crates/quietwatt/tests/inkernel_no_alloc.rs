@@ -82,7 +82,8 @@ fn busy_cpu0(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     })
 }
 
-/// The mechanisms this build has: ebpf needs the `bpf` feature (on by default).
+/// The mechanisms this build has: ebpf needs the `bpf` feature (off by default:
+/// `--features bpf`, or the workspace's tests, where the CLI asks for it).
 fn mechanisms() -> &'static [Mechanism] {
     if cfg!(feature = "bpf") {
         &[Mechanism::Ebpf, Mechanism::PerfRing]

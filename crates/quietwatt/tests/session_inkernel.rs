@@ -38,7 +38,8 @@ fn open(m: Mechanism) -> KernelSource {
     }
 }
 
-/// The mechanisms this build has: ebpf needs the `bpf` feature (on by default).
+/// The mechanisms this build has: ebpf needs the `bpf` feature (off by default:
+/// `--features bpf`, or the workspace's tests, where the CLI asks for it).
 fn mechanisms() -> &'static [Mechanism] {
     if cfg!(feature = "bpf") {
         &[Mechanism::Ebpf, Mechanism::PerfRing]
