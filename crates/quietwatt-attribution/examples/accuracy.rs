@@ -20,10 +20,9 @@
 
 use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Metadata, Sink};
+use quietwatt::transform::{NoRows, Transformed};
 use quietwatt::{Hertz, Mechanism, Meter, Rate, Selection, SysRoot};
-use quietwatt_attribution::{
-    cpu_sockets, AttributionSink, By, Entity, IdlePower, LongFormat, Names, Tracker,
-};
+use quietwatt_attribution::{cpu_sockets, Attribution, By, Entity, IdlePower, Tracker};
 use quietwatt_emulator::{Emulator, EmulatorConfig, LoadFollowing};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
@@ -153,16 +152,16 @@ fn once(exit: bool) -> [[f64; 4]; 2] {
     let src = quietwatt::source::open(&root, Some(Mechanism::Powercap), &Selection::all()).unwrap();
     let mut meter = Meter::new(src);
     let tracker = Tracker::open().expect("load the accounting program (root, BTF)");
-    let mut sink = AttributionSink::new(
-        std::io::sink(),
-        LongFormat::Csv,
-        By::Process,
-        IdlePower::Configured(IDLE_W),
-        cpu_sockets(&root).unwrap(),
-        Box::new(tracker),
-        Names::new(),
+    // The split alone: its totals are the figures, and no row is written.
+    let mut sink = Transformed::new(
+        Attribution::new(
+            By::Process,
+            IdlePower::Configured(IDLE_W),
+            cpu_sockets(&root).unwrap(),
+            Box::new(tracker),
+        ),
+        NoRows,
     );
-    let totals = sink.totals();
     let mut ec = EngineConfig::new(Rate::Fixed(Hertz::new(100.0).unwrap()));
     ec.duration = Some(Duration::from_secs(RUN_S + 2));
     let meta = Metadata::new("powercap", &ec.rate, &root);
@@ -208,7 +207,7 @@ fn once(exit: bool) -> [[f64; 4]; 2] {
         .expect("the recording");
         h.join().unwrap()
     });
-    let t = totals.lock().unwrap().clone();
+    let t = sink.transform().totals();
     let mut out = [[0.0; 4]; 2];
     for i in 0..2 {
         let truth = PER_CPU_W * truth_ns[i] as f64 / 1e9;

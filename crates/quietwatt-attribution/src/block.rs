@@ -1,15 +1,16 @@
 //! One entity's share of the package energy measured over a block: what
 //! `quietwatt.measure(share=...)` reports beside the machine's figure. The block
-//! is one interval of the same model as a recording's split ([`AttributionSink`]):
+//! is one interval of the same transform as a recording's split ([`Attribution`]):
 //! the package energy between the block's first and last reading, split among what
 //! ran on the package's CPUs meanwhile by CPU time, from the accounting program's
 //! context switches.
 
 use crate::model::IdlePower;
-use crate::sink::{AttributionSink, LongFormat, Totals};
 use crate::timeline::{By, Entity};
-use crate::{cpu_sockets, names, AttributionError, Names, Result, Tracker};
-use quietwatt::sink::{Sample, Sink};
+use crate::transform::{Attribution, Options};
+use crate::{names, AttributionError, Names, Result};
+use quietwatt::sink::Sample;
+use quietwatt::transform::Transform;
 use quietwatt::{DomainId, Joules, SysRoot};
 use serde::Serialize;
 
@@ -26,7 +27,7 @@ pub enum Whose {
 /// A block's share being measured: the accounting program runs from
 /// [`BlockShare::start`] to [`BlockShare::finish`].
 pub struct BlockShare {
-    sink: AttributionSink<std::io::Sink>,
+    attribution: Attribution,
     entity: Entity,
     what: String,
     idle: IdlePower,
@@ -86,18 +87,9 @@ impl BlockShare {
                 (By::Cgroup, Entity::Cgroup(id), format!("cgroup {rel}"))
             }
         };
-        let tracker = Tracker::open()?;
-        let sink = AttributionSink::new(
-            std::io::sink(),
-            LongFormat::Csv,
-            by,
-            idle,
-            cpu_sockets(root)?,
-            Box::new(tracker),
-            Names::new(),
-        );
+        let attribution = Attribution::open(&Options::new(by, idle), root)?;
         Ok(BlockShare {
-            sink,
+            attribution,
             entity,
             what,
             idle,
@@ -113,9 +105,8 @@ impl BlockShare {
         t0_ns: u64,
         t1_ns: u64,
     ) -> BlockShareReport {
-        self.sink.set_channels(channels);
-        let totals = self.sink.totals();
-        let _ = self.sink.sample(&Sample {
+        self.attribution.begin(channels);
+        self.attribution.feed(&Sample {
             t_ns: t1_ns,
             interval_ns: t1_ns.saturating_sub(t0_ns),
             missed: 0,
@@ -124,7 +115,8 @@ impl BlockShare {
             marks: Default::default(),
             energy,
         });
-        let t: Totals = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.attribution.settle();
+        let t = self.attribution.totals();
         let mine = t.entities.get(&self.entity).copied().unwrap_or_default();
         let j = |uj: u64| uj as f64 / 1e6;
         BlockShareReport {

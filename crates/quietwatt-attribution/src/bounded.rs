@@ -20,7 +20,7 @@
 //! least 4096; the lightest are forgotten first), so memory stays bounded however
 //! many processes a second the machine starts.
 
-use crate::sink::EntityTotal;
+use crate::splitter::EntityTotal;
 use crate::timeline::Entity;
 use std::collections::{BTreeMap, HashMap};
 

@@ -6,6 +6,13 @@
 //! - [`model`]: how one interval is split: the idle part set apart
 //!   ([`IdlePower`]), the dynamic part by CPU time, the idle part by CPU time over
 //!   the package's capacity; conserved exactly ([`Split::accounted_uj`]).
+//! - [`splitter`]: a whole sample split, generic over what an entity is (a process
+//!   or cgroup here, a call stack for a profiler): sample and CPU time per package
+//!   in, [`Row`]s and [`Totals`] out, no I/O ([`EnergySplitter`]).
+//! - [`transform`]: attribution as an engine transform ([`Attribution`], a
+//!   [`quietwatt::transform::Transform`]): the slices cut at each sample, the
+//!   splitter fed; what `top`, `run --attribute` and the exporter read the totals
+//!   of, with no output.
 //! - [`timeline`]: who ran on each CPU when ([`Slice`], [`Running`]), and each
 //!   entity's CPU time in any interval.
 //! - `Tracker` (feature `bpf`): the accounting program on `sched_switch`, which
@@ -13,8 +20,8 @@
 //!   energy samples' clock. Without the feature it reports itself unavailable.
 //! - [`names`]: process and cgroup names (systemd units, containers), and cgroups
 //!   quietwatt creates ([`OwnCgroup`]).
-//! - [`sink`]: a recording's [`quietwatt::sink::Sink`] that writes the split of
-//!   every sample in a long format, and the totals ([`Totals`]).
+//! - [`sink`]: the long format, a row sink of the transform ([`LongFormatSink`]);
+//!   with the transform, a recording's sink ([`Attributed`], [`open_sink`]).
 //! - [`block`]: one entity's share of a block's package energy ([`BlockShare`]),
 //!   for Python's `measure(share=...)`.
 //! - [`bounded`]: per-entity counters of bounded number for an exporter (the
@@ -50,21 +57,28 @@ mod bpf;
 #[path = "bpf_off.rs"]
 mod bpf;
 pub mod error;
+mod legacy;
 pub mod model;
 pub mod names;
 pub mod sink;
 pub mod split;
+pub mod splitter;
 pub mod timeline;
+pub mod transform;
 pub mod tree;
 
 pub use block::{BlockShare, BlockShareReport, Whose};
 pub use bounded::Bounded;
 pub use bpf::{Cost, Descendants, Tracker};
 pub use error::{AttributionError, Result};
+/// The sink before the transform stage: the exporter's until it uses [`Attribution`].
+pub use legacy::AttributionSink;
 pub use model::{IdlePower, Model, Part, Split};
 pub use names::{Names, OwnCgroup};
-pub use sink::{AttributionSink, EntityTotal, LongFormat, SliceSource, Totals};
-pub use timeline::{By, Entity, Running, Slice, Timeline, Usage};
+pub use sink::{open_sink, Attributed, LongFormat, LongFormatSink};
+pub use splitter::{EnergySplitter, EntityTotal, Row, RowKind, Totals, Usage};
+pub use timeline::{By, Entity, Running, Slice, Timeline};
+pub use transform::{Attribution, Options, SliceSource};
 
 /// Whether this machine has a hardware PMU that counts cycles (a CPU-cycles perf
 /// event opens on CPU 0): where it does, cycles could weight the share instead of

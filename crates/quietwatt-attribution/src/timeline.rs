@@ -7,6 +7,7 @@
 //! the ring dropped) is *unseen*: no entity gets it, and the model counts it with
 //! the idle CPU time.
 
+pub use crate::splitter::Usage;
 use std::collections::{HashMap, VecDeque};
 
 /// The most process names a timeline keeps.
@@ -102,25 +103,6 @@ struct Line {
     /// The end of the last closed slice received.
     known_until: u64,
     running: Option<Running>,
-}
-
-/// CPU time per entity, per package, in an interval.
-#[derive(Debug, Default, Clone)]
-pub struct Usage {
-    /// ns per entity that ran.
-    pub by_entity: HashMap<Entity, u64>,
-    /// ns of the idle task.
-    pub idle_ns: u64,
-    /// ns no slice covered.
-    pub unseen_ns: u64,
-}
-
-impl Usage {
-    fn clear(&mut self) {
-        self.by_entity.clear();
-        self.idle_ns = 0;
-        self.unseen_ns = 0;
-    }
 }
 
 /// The timelines of every CPU.

@@ -14,10 +14,11 @@
 
 use quietwatt::record::{record, EngineConfig};
 use quietwatt::sink::{Metadata, OutputFile, Sink};
+use quietwatt::transform::Transformed;
 use quietwatt::{Hertz, Mechanism, Meter, Rate, Selection, SysRoot};
 use quietwatt_attribution::{
-    cpu_sockets, AttributionSink, By, Entity, IdlePower, LongFormat, Names, OwnCgroup, Totals,
-    Tracker,
+    cpu_sockets, Attribution, By, Entity, IdlePower, LongFormat, LongFormatSink, Names, OwnCgroup,
+    Totals, Tracker,
 };
 use quietwatt_emulator::{Emulator, EmulatorConfig, LoadFollowing};
 use std::io::BufRead;
@@ -178,16 +179,11 @@ fn run_with(by: By, tag: &str, idle: IdlePower) -> Run {
     );
     let out_path = dir.path().join("attr.csv");
     let file = OutputFile::create(&out_path).unwrap();
-    let mut sink = AttributionSink::new(
-        file,
-        LongFormat::Csv,
-        by,
-        idle,
-        cpu_sockets(&root).unwrap(),
-        Box::new(tracker),
-        Names::new(),
+    let attribution = Attribution::new(by, idle, cpu_sockets(&root).unwrap(), Box::new(tracker));
+    let mut sink = Transformed::new(
+        attribution,
+        LongFormatSink::new(file, LongFormat::Csv, Names::new()),
     );
-    let totals = sink.totals();
     let mut ec = EngineConfig::new(Rate::Fixed(Hertz::new(200.0).unwrap()));
     ec.duration = Some(Duration::from_millis(2500));
     let meta = Metadata::new("powercap", &ec.rate, &root);
@@ -213,7 +209,8 @@ fn run_with(by: By, tag: &str, idle: IdlePower) -> Run {
         loudly("the recording", r);
         h.join().unwrap()
     });
-    let totals = totals.lock().unwrap().clone();
+    // The sink came back from the recording: its totals are read directly.
+    let totals = sink.transform().totals().clone();
     let (a, b) = match by {
         By::Process => (
             (u64::from(workloads.0 .0), workloads.0 .1),

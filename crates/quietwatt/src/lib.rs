@@ -18,6 +18,8 @@
 //! - [`sampler`]: the sampler thread: timerfd ticks, fixed-size records into a lock-free ring.
 //! - [`writer`]: the writer thread: drains the ring, converts to joules, feeds a sink.
 //! - [`sink`]: output formats (CSV, JSON Lines) behind one trait, and their metadata.
+//! - [`transform`]: I/O-free stages between the meter and the sinks (sample in,
+//!   rows and totals out), run by the writer as a sink ([`transform::Transformed`]).
 //! - [`record`]: the two threads started and stopped together; [`command`]: the same
 //!   around a child process.
 //! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
@@ -103,6 +105,7 @@ pub use quietwatt_sources as source;
 pub use source::inkernel;
 pub mod kernel_figures;
 pub mod ticker;
+pub mod transform;
 pub mod writer;
 
 pub use meter::{EnergyReport, Meter};

@@ -1,20 +1,16 @@
 //! `--attribute` of `record` and `run`: the energy split among processes or
-//! cgroups (quietwatt-attribution), its flags, and how it is reported.
+//! cgroups (quietwatt-attribution), its flags, and how it is reported. The flags
+//! become the library's typed [`Options`] once; the library composes the split.
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, OUTPUT};
 use quietwatt::sink::{OutputFile, Sink};
+use quietwatt::transform::{NoRows, Transformed};
 use quietwatt::Format;
 use quietwatt_attribution::{
-    cpu_sockets, AttributionSink, By, Entity, IdlePower, LongFormat, Names, OwnCgroup, Totals,
-    Tracker,
+    cpu_sockets, Attributed, Attribution, AttributionError, AttributionSink, By, Entity, IdlePower,
+    LongFormat, Names, Options, OwnCgroup, Totals, Tracker,
 };
-use std::sync::{Arc, Mutex};
-
-/// The totals a split keeps, shared with the writer thread that fills them.
-pub type SharedTotals = Arc<Mutex<Totals>>;
-/// A sink that splits, and its totals.
-type Splitting = (Box<dyn Sink>, SharedTotals);
 
 /// What `--attribute` splits by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,12 +76,31 @@ pub fn parse_idle(s: &str) -> Result<IdlePower, String> {
     }
 }
 
-fn idle(w: Option<IdlePower>) -> Result<IdlePower, Failure> {
-    Ok(w.unwrap_or(IdlePower::None))
+fn idle(w: Option<IdlePower>) -> IdlePower {
+    w.unwrap_or(IdlePower::None)
 }
 
-/// The split's sink on the accounting program: each CPU's package from the
-/// topology under the measured root; `what` names the command or flag in errors.
+/// The split on the accounting program, each CPU's package from the topology
+/// under the measured root; `what` names the command or flag in errors.
+pub fn attribution(
+    env: &Environment,
+    options: &Options,
+    what: &str,
+) -> Result<Attribution, Failure> {
+    Attribution::open(options, &env.root).map_err(|e| failure(what, e))
+}
+
+/// Why the split could not be opened, and the fix.
+fn failure(what: &str, e: AttributionError) -> Failure {
+    match e {
+        AttributionError::Topology(_) => Failure::usage(format!("{what}: {e}")),
+        e => tracker_failure(what, e),
+    }
+}
+
+/// The split's sink on the accounting program, the old way: `serve --attribute`'s,
+/// until it feeds [`Attribution`] directly (then this goes, with
+/// [`AttributionSink`]).
 pub fn splitter<W: std::io::Write + Send>(
     env: &Environment,
     by: By,
@@ -114,7 +129,7 @@ pub fn tracker(what: &str) -> Result<Tracker, Failure> {
 }
 
 /// Why the accounting program could not be loaded, and the fix.
-fn tracker_failure(what: &str, e: quietwatt_attribution::AttributionError) -> Failure {
+fn tracker_failure(what: &str, e: AttributionError) -> Failure {
     let or_leave_out = if what.starts_with("--") {
         format!(", or leave out {what}")
     } else {
@@ -126,17 +141,31 @@ fn tracker_failure(what: &str, e: quietwatt_attribution::AttributionError) -> Fa
     ))
 }
 
-fn open(
-    env: &Environment,
-    by: By,
-    idle: IdlePower,
-    out: Box<dyn std::io::Write + Send>,
-    format: LongFormat,
-) -> Result<Splitting, Failure> {
-    let what = "--attribute";
-    let sink = splitter(env, by, idle, out, format, what, tracker(what)?)?;
-    let totals = sink.totals();
-    Ok((Box::new(sink), totals))
+/// `record`'s sink: the format's own, or the attribution's long format, whose
+/// totals are read from it after the recording.
+pub enum RecordSink {
+    /// The energy per domain.
+    Plain(Box<dyn Sink>),
+    /// `--attribute`: the split of every sample.
+    Attributed(Box<Attributed<OutputFile>>),
+}
+
+impl RecordSink {
+    /// The sink the recording writes to.
+    pub fn as_sink(&mut self) -> &mut dyn Sink {
+        match self {
+            RecordSink::Plain(s) => s.as_mut(),
+            RecordSink::Attributed(s) => s.as_mut(),
+        }
+    }
+
+    /// The split's totals, with `--attribute`.
+    pub fn totals(&self) -> Option<&Totals> {
+        match self {
+            RecordSink::Plain(_) => None,
+            RecordSink::Attributed(s) => Some(s.transform().totals()),
+        }
+    }
 }
 
 /// `record`'s sink: the attribution's long format when `--attribute` is given,
@@ -147,18 +176,15 @@ pub fn record_sink(
     file: OutputFile,
     format: Format,
     output: &std::path::Path,
-) -> Result<(Box<dyn Sink>, Option<SharedTotals>), Failure> {
+) -> Result<RecordSink, Failure> {
     let Some(by) = args.attribute else {
         // A Parquet file must be a regular file: the sink says so, with the fix.
-        return format
-            .file_sink(file)
-            .map(|sink| (sink, None))
-            .map_err(|e| {
-                Failure::new(
-                    OUTPUT,
-                    format!("cannot write {format} to {}: {e}", output.display()),
-                )
-            });
+        return format.file_sink(file).map(RecordSink::Plain).map_err(|e| {
+            Failure::new(
+                OUTPUT,
+                format!("cannot write {format} to {}: {e}", output.display()),
+            )
+        });
     };
     let long = match format {
         Format::Csv => LongFormat::Csv,
@@ -170,8 +196,10 @@ pub fn record_sink(
             )))
         }
     };
-    let (sink, totals) = open(env, by.into(), idle(args.idle_watts)?, Box::new(file), long)?;
-    Ok((sink, Some(totals)))
+    let options = Options::new(by.into(), idle(args.idle_watts));
+    let sink = quietwatt_attribution::open_sink(&options, &env.root, file, long)
+        .map_err(|e| failure("--attribute", e))?;
+    Ok(RecordSink::Attributed(Box::new(sink)))
 }
 
 fn j(uj: u64) -> f64 {
@@ -179,10 +207,9 @@ fn j(uj: u64) -> f64 {
 }
 
 /// Prints the entities that used the most energy over a recording, on stderr.
-pub fn print_top(totals: &SharedTotals, n: usize) {
-    let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    warn_dropped(&t);
-    note_fit(&t);
+pub fn print_top(t: &Totals, n: usize) {
+    warn_dropped(t);
+    note_fit(t);
     let mut names = Names::new();
     let (top, other) = t.top(n);
     eprintln!();
@@ -241,8 +268,7 @@ fn warn_dropped(t: &Totals) {
 
 /// The split's totals as JSON: the package energy, what was attributed and not,
 /// and the `n` entities that used the most.
-pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
-    let t = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+pub fn json_top(t: &Totals, n: usize) -> serde_json::Value {
     let mut names = Names::new();
     let (top, other) = t.top(n);
     let entry =
@@ -282,14 +308,11 @@ pub fn json_top(totals: &SharedTotals, n: usize) -> serde_json::Value {
     })
 }
 
-/// `run --attribute`'s share and the sink the measurement writes to.
-pub type RunSplit = (Share, Box<dyn Sink>);
-
 /// `run --attribute`: what the command's share covers, and the split of the
-/// measurement.
+/// measurement (a sink for its totals alone: no row is written).
 pub struct Share {
     scope: Scope,
-    totals: SharedTotals,
+    sink: Transformed<Attribution, NoRows>,
     idle: IdlePower,
 }
 
@@ -311,24 +334,26 @@ impl Scope {
 }
 
 /// Puts `cmd` in a cgroup of its own (or, where none can be made, follows its
-/// process tree) and opens the split; `None` without `--attribute`. Returns the
-/// sink the measurement writes to.
+/// process tree) and opens the split; `None` without `--attribute`. The
+/// measurement writes to [`Share::sink`].
 pub fn run_share(
     args: &RunArgs,
     env: &Environment,
     meter: &quietwatt::Meter,
     rate: &quietwatt::Rate,
     cmd: &mut std::process::Command,
-) -> Result<Option<RunSplit>, Failure> {
+) -> Result<Option<Share>, Failure> {
     if !args.attribute {
         return Ok(None);
     }
-    let idle = idle(args.idle_watts)?;
+    let idle = idle(args.idle_watts);
+    let what = "--attribute";
     let name = format!("quietwatt-run-{}", std::process::id());
-    let (scope, by, tracker) = match OwnCgroup::create(&name) {
+    let (scope, attribution) = match OwnCgroup::create(&name) {
         Ok(cg) => {
             cg.join_on_exec(cmd);
-            (Scope::Cgroup(cg), By::Cgroup, tracker("--attribute")?)
+            let a = attribution(env, &Options::new(By::Cgroup, idle), what)?;
+            (Scope::Cgroup(cg), a)
         }
         Err(e) => {
             eprintln!(
@@ -338,35 +363,29 @@ pub fn run_share(
             // Rooted at quietwatt itself, before the command exists: nothing the
             // command forks early is missed; its subtree is taken at the end.
             let (tracker, tree) = Tracker::open_following(std::process::id())
-                .map_err(|e| tracker_failure("--attribute", e))?;
-            (Scope::Tree(tree), By::Process, tracker)
+                .map_err(|e| tracker_failure(what, e))?;
+            let options = Options::new(By::Process, idle);
+            let a = Attribution::on(&options, &env.root, Box::new(tracker))
+                .map_err(|e| failure(what, e))?;
+            (Scope::Tree(tree), a)
         }
     };
-    let out: Box<dyn std::io::Write + Send> = Box::new(std::io::sink());
-    let sink = splitter(env, by, idle, out, LongFormat::Csv, "--attribute", tracker)?;
-    let totals = sink.totals();
-    let mut sink: Box<dyn Sink> = Box::new(sink);
+    let mut sink = Transformed::new(attribution, NoRows);
     let meta = quietwatt::Metadata::new(meter.mechanism().name(), rate, &env.root);
     sink.begin(&meta, meter.channels())
-        .map_err(|e| Failure::usage(format!("--attribute: {e}")))?;
-    Ok(Some((
-        Share {
-            scope,
-            totals,
-            idle,
-        },
-        sink,
-    )))
+        .map_err(|e| Failure::usage(format!("{what}: {e}")))?;
+    Ok(Some(Share { scope, sink, idle }))
 }
 
 impl Share {
+    /// The sink the measurement writes to: the split, keeping its totals.
+    pub fn sink(&mut self) -> &mut dyn Sink {
+        &mut self.sink
+    }
+
     /// The command's share: (its entities' totals added up, the machine's totals).
-    fn figures(&self, pid: u32) -> (quietwatt_attribution::EntityTotal, Totals) {
-        let t = self
-            .totals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+    fn figures(&self, pid: u32) -> (quietwatt_attribution::EntityTotal, &Totals) {
+        let t = self.sink.transform().totals();
         let entities: Vec<Entity> = match &self.scope {
             Scope::Cgroup(cg) => vec![Entity::Cgroup(cg.id())],
             Scope::Tree(tree) => {
@@ -387,8 +406,8 @@ impl Share {
     /// Prints the command's share on stderr.
     pub fn print(&self, pid: u32, what: &str) {
         let (c, t) = self.figures(pid);
-        warn_dropped(&t);
-        note_fit(&t);
+        warn_dropped(t);
+        note_fit(t);
         let pct = if t.energy_uj > 0 {
             100.0 * c.total_uj() as f64 / t.energy_uj as f64
         } else {

@@ -198,7 +198,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     meta.push("emulated", env.is_emulated().to_string());
     meta.push("root", env.root.dir().display().to_string());
     super::inkernel::push_meta(&mut meta, meter.mode(), &args.in_kernel);
-    let (mut sink, attributed) =
+    let mut sink =
         super::attribute::record_sink(&args.attribution, env, file, format, &args.output)?;
     let events = super::events::start(env, &args.events, &args.output, &meta)?;
     install();
@@ -231,7 +231,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let outcome = if args.command.is_empty() {
         record(
             &mut meter,
-            sink.as_mut(),
+            sink.as_sink(),
             &args.output,
             &meta,
             &config,
@@ -255,7 +255,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
         quietwatt::command::record_command(
             &mut meter,
-            sink.as_mut(),
+            sink.as_sink(),
             &args.output,
             &meta,
             &config,
@@ -305,7 +305,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             v["kernel"] = serde_json::to_value(k).unwrap_or_default();
         }
         events.add_json(&mut v);
-        if let Some(t) = &attributed {
+        if let Some(t) = sink.totals() {
             v["attribution"] = super::attribute::json_top(t, 10);
         }
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
@@ -334,7 +334,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(k) = &rec.kernel {
             eprintln!("{k}");
         }
-        if let Some(t) = &attributed {
+        if let Some(t) = sink.totals() {
             super::attribute::print_top(t, 10);
         }
         events.print();

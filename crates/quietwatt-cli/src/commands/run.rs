@@ -176,9 +176,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     };
     let m = match &mut share {
         None => measure_watched(&mut meter, &mut cmd, &config, &mut watch)?,
-        Some((_, sink)) => quietwatt::command::measure_watched_into(
+        Some(share) => quietwatt::command::measure_watched_into(
             &mut meter,
-            sink.as_mut(),
+            share.sink(),
             &mut cmd,
             &config,
             &mut watch,
@@ -198,7 +198,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(k) = &m.kernel {
             v["kernel"] = serde_json::to_value(k).unwrap_or_default();
         }
-        if let Some((s, _)) = &share {
+        if let Some(s) = &share {
             v["share"] = s.json(pid);
         }
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
@@ -209,7 +209,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &config.rate,
             env.is_emulated(),
         );
-        if let Some((s, _)) = &share {
+        if let Some(s) = &share {
             s.print(pid, &args.command.join(" "));
         }
         if let Some(e) = &estimate {

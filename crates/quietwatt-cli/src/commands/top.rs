@@ -1,25 +1,23 @@
 //! `quietwatt top`: processes or cgroups by watts, live, like top or powertop.
 //!
 //! Each refresh reads the package energy, hands it as one sample to the
-//! attribution's sink (quietwatt-attribution: the sched_switch accounting splits
-//! it exactly), and shows what each entity drew since the previous refresh. Keys:
+//! attribution transform (quietwatt-attribution: the sched_switch accounting splits
+//! it exactly; no rows, no output), takes out what each entity drew since the
+//! previous refresh, and shows it. Keys:
 //! `p` processes, `c` cgroups, `q` quits (Ctrl-C too).
 
 use super::attribute::ByArg;
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
 use crate::signals::{install, STOP};
-use quietwatt::sink::{Sample, Sink};
+use quietwatt::sink::Sample;
+use quietwatt::transform::Transform;
 use quietwatt::units::Joules;
-use quietwatt::{Metadata, Meter, Rate};
-use quietwatt_attribution::{
-    AttributionSink, By, Entity, EntityTotal, IdlePower, LongFormat, Names, Totals,
-};
-use std::collections::BTreeMap;
+use quietwatt::{DomainId, Meter};
+use quietwatt_attribution::{Attribution, By, Entity, IdlePower, Names, Options};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Arguments of `top`.
@@ -106,30 +104,17 @@ impl Drop for RawTerminal {
     }
 }
 
-type Shared = Arc<Mutex<Totals>>;
-
-fn open_sink(
+/// The split of the meter's samples, charged to `by`.
+fn open_split(
     env: &Environment,
     meter: &Meter,
     by: By,
     idle: IdlePower,
-    rate: &Rate,
-) -> Result<(AttributionSink<std::io::Sink>, Shared), Failure> {
-    let tracker = super::attribute::tracker("top")?;
-    let mut sink = super::attribute::splitter(
-        env,
-        by,
-        idle,
-        std::io::sink(),
-        LongFormat::Csv,
-        "top",
-        tracker,
-    )?;
-    let meta = Metadata::new(meter.mechanism().name(), rate, &env.root);
-    sink.begin(&meta, meter.channels())
-        .map_err(|e| Failure::usage(format!("top: {e}")))?;
-    let totals = sink.totals();
-    Ok((sink, totals))
+) -> Result<Attribution, Failure> {
+    let mut split = super::attribute::attribution(env, &Options::new(by, idle), "top")?;
+    let channels: Vec<DomainId> = meter.channels().iter().map(|c| c.id).collect();
+    split.begin(&channels);
+    Ok(split)
 }
 
 /// Runs the live view until `q`, Ctrl-C or `--iterations`.
@@ -149,15 +134,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     .map_err(Failure::from)?;
     let mut meter = Meter::new(source);
     let mut by = By::from(args.by);
-    let rate = Rate::Fixed(
-        quietwatt::Hertz::new(1.0 / args.interval).map_err(|e| Failure::usage(e.to_string()))?,
-    );
-    let (mut sink, mut totals) = open_sink(env, &meter, by, idle, &rate)?;
+    let mut split = open_split(env, &meter, by, idle)?;
     let mut joules = vec![Joules(0.0); meter.channels().len()];
     let mut prev_t = meter
         .sample_joules(&mut joules)
         .map_err(|e| Failure::new(MEASUREMENT, format!("top: {e}")))?;
-    let mut prev: BTreeMap<Entity, EntityTotal> = BTreeMap::new();
     let mut prev_energy = 0u64;
     let mut names = Names::new();
     install();
@@ -204,9 +185,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             energy: &joules,
         };
         prev_t = t;
-        sink.sample(&sample)
-            .map_err(|e| Failure::new(MEASUREMENT, format!("top: {e}")))?;
-        let now = totals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        split.feed(&sample);
+        // What each entity drew since the previous refresh, taken out of the
+        // split: memory follows the entities of the last refresh only.
+        let drawn = split.take_entities();
+        let energy_uj = split.totals().energy_uj;
         let secs = sample.interval_ns as f64 / 1e9;
         let w = |uj: u64| {
             if secs > 0.0 {
@@ -215,22 +198,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 0.0
             }
         };
-        let mut rows: Vec<(Entity, u64, u64, u64)> = now
-            .entities
+        let mut rows: Vec<(Entity, u64, u64, u64)> = drawn
             .iter()
-            .map(|(e, v)| {
-                let p = prev.get(e).copied().unwrap_or_default();
-                (
-                    *e,
-                    v.total_uj() - p.total_uj(),
-                    v.dynamic_uj - p.dynamic_uj,
-                    v.cpu_ns - p.cpu_ns,
-                )
-            })
+            .map(|(e, v)| (*e, v.total_uj(), v.dynamic_uj, v.cpu_ns))
             .filter(|r| r.1 > 0 || r.3 > 0)
             .collect();
         rows.sort_by_key(|r| std::cmp::Reverse((r.1, r.3)));
-        let pkg = now.energy_uj - prev_energy;
+        let pkg = energy_uj - prev_energy;
         let mut screen = String::new();
         screen.push_str("\x1b[H\x1b[2J");
         screen.push_str(&format!(
@@ -283,16 +257,14 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ));
         let _ = out.write_all(screen.as_bytes());
         let _ = out.flush();
-        prev = now.entities.clone();
-        prev_energy = now.energy_uj;
+        prev_energy = energy_uj;
         shown += 1;
         if args.iterations.is_some_and(|n| shown >= n) {
             break;
         }
         if let Some(b) = switch.filter(|b| *b != by) {
             by = b;
-            (sink, totals) = open_sink(env, &meter, by, idle, &rate)?;
-            prev.clear();
+            split = open_split(env, &meter, by, idle)?;
             prev_energy = 0;
             prev_t = meter
                 .sample_joules(&mut joules)
