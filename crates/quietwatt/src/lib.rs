@@ -101,6 +101,7 @@ pub mod plot;
 pub mod record;
 pub mod repeat;
 pub mod rng;
+pub mod safe_rate;
 pub mod sampler;
 pub mod session;
 pub mod sink;

@@ -9,7 +9,7 @@ use super::{rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
 use quietwatt::command::measure_watched;
-use quietwatt::{source, EngineConfig, FreqArg, Hertz, Mechanism, Meter, Rate, Selection};
+use quietwatt::{source, EngineConfig, FreqArg, Mechanism, Meter, Rate, Selection};
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
@@ -78,13 +78,8 @@ impl<'e> Runner<'e> {
         let selection = selection(domains)?;
         let meter = Meter::new(source::open(&env.root, mechanism, &selection)?);
         super::print_notes(&meter);
-        let freq = freq.unwrap_or_else(|| {
-            // As `run`: 10 Hz, or faster where a counter could wrap twice in 100 ms.
-            let floor = meter
-                .max_safe_period()
-                .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
-            FreqArg::Fixed(Hertz::clamped(floor.clamp(10.0, 10_000.0)))
-        });
+        // As `run`: its default, raised by the one rule where a counter could wrap.
+        let freq = freq.unwrap_or_else(|| FreqArg::Fixed(super::run::default_freq(&meter)));
         let mut config = sampler.config(freq, &env.root)?;
         if let Rate::Fixed(f) = config.rate {
             // Raised once here, said once, rather than by the engine at every run.

@@ -275,11 +275,8 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
 
 /// 10 Hz, or faster when a counter could wrap twice within 100 ms at its domain's
 /// maximum plausible power (small emulated counters): a default must not lose energy.
-fn default_freq(meter: &Meter) -> Hertz {
-    let floor = meter
-        .max_safe_period()
-        .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
-    Hertz::clamped(floor.clamp(DEFAULT_RUN_HZ, 10_000.0))
+pub(super) fn default_freq(meter: &Meter) -> Hertz {
+    quietwatt::safe_rate::default_rate(Hertz::clamped(DEFAULT_RUN_HZ), meter.max_safe_period())
 }
 
 /// The default rate of `run`: cheap, and far above what real RAPL counters need
