@@ -43,11 +43,13 @@ pub struct Args {
     /// Run the command N times and print each domain's and the total's energy and
     /// the duration as mean ± standard deviation, 95 % interval, min and max (as
     /// `perf stat -r`; the runs' output is let through).
-    #[arg(short = 'r', long = "repeat", value_name = "N",
+    /// `--runs` is the same flag (as in `compare`); each run prints one line, then
+    /// the summary `compare` prints.
+    #[arg(short = 'r', long = "repeat", visible_alias = "runs", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     repeat: Option<u32>,
     /// With --repeat: run the command K times unmeasured first.
-    #[arg(long, value_name = "K", requires = "repeat")]
+    #[arg(short = 'w', long, value_name = "K", requires = "repeat")]
     warmup: Option<u32>,
     /// With --repeat: go on when a run exits non-zero (the exit code is then the
     /// first failing run's).
