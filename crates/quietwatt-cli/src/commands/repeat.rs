@@ -164,11 +164,14 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
         }
     };
     if let Some(asked) = outcome.interrupted {
+        let (verb, unit) = if k > 1 {
+            ("comparing", "round")
+        } else {
+            ("summarising", "run")
+        };
         eprintln!(
-            "quietwatt: interrupted: summarising the {} whole {} of {asked} (the {} cut short is left out)",
+            "quietwatt: interrupted: {verb} the {} whole {unit}(s) of {asked} (the {unit} cut short is left out)",
             outcome.rounds,
-            if k > 1 { "round(s)" } else { "run(s)" },
-            if k > 1 { "round" } else { "run" },
         );
     }
     Ok(Measured {
