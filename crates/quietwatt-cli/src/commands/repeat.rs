@@ -102,7 +102,7 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
     // As `run`: its default, raised by the one rule where a counter could wrap.
     let freq = s
         .freq
-        .unwrap_or_else(|| FreqArg::Fixed(super::run::default_freq(&meter)));
+        .unwrap_or_else(|| FreqArg::Fixed(super::default_freq(&meter)));
     let mut config = s.sampler.config(freq, &env.root)?;
     if let Rate::Fixed(f) = config.rate {
         // Raised once here, said once, rather than by the engine at every run.

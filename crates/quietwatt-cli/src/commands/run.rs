@@ -151,7 +151,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         Mode::Buffered { freq, .. } => FreqArg::Fixed(freq),
         Mode::Polled => args
             .freq
-            .unwrap_or_else(|| FreqArg::Fixed(default_freq(&meter))),
+            .unwrap_or_else(|| FreqArg::Fixed(super::default_freq(&meter))),
     };
     let config = args.sampler.config(freq, &env.root)?;
     // A fixed rate at which a counter could wrap twice unseen is raised by the
@@ -274,16 +274,6 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
     );
     Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
 }
-
-/// 10 Hz, or faster when a counter could wrap twice within 100 ms at its domain's
-/// maximum plausible power (small emulated counters): a default must not lose energy.
-pub(super) fn default_freq(meter: &Meter) -> Hertz {
-    quietwatt::safe_rate::default_rate(Hertz::clamped(DEFAULT_RUN_HZ), meter.max_safe_period())
-}
-
-/// The default rate of `run`: cheap, and far above what real RAPL counters need
-/// (they wrap after minutes).
-const DEFAULT_RUN_HZ: f64 = 10.0;
 
 /// The human table, on stderr so that the command's own output stays clean. Every
 /// figure carries its ± bound (the counters' step, their update interval, and any
