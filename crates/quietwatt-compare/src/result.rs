@@ -257,6 +257,21 @@ impl Comparison {
     }
 }
 
+impl Compared {
+    /// `b` (command `i`) against `a` (command `reference`), with the gate's
+    /// verdict when `gate_pct` is given: what [`Comparison::new`] computes for
+    /// each command, for callers that have their own runs (Python's `compare`).
+    pub fn new(
+        a: &CommandSummary,
+        b: &CommandSummary,
+        i: usize,
+        reference: usize,
+        gate_pct: Option<f64>,
+    ) -> Compared {
+        compare(a, b, i, reference, gate_pct)
+    }
+}
+
 /// `b` (command `i`) against `a` (the reference).
 fn compare(
     a: &CommandSummary,
