@@ -25,6 +25,8 @@
 //! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
 //!   drained in batches into the same records and sinks.
 //! - [`adaptive`]: the sampling rate that follows the machine's load.
+//! - [`safe_rate`]: the one rule for a safe rate (no counter may wrap twice between
+//!   two reads), asked by record, session and the CLI.
 //! - [`overhead`]: what measuring costs, accounted on every run.
 //! - [`bench`](mod@bench): the timerfd engine against naive loops (paper 002, Fig. 5).
 //! - [`stats`]: the papers' statistics (outliers, rank-sum and Student's t, Holm,
