@@ -100,6 +100,9 @@ pub enum ExecError {
     /// A reading failed mid-run: the run's figures are partial.
     #[error("a run's measurement stopped early: {0}")]
     Stopped(quietwatt::Error),
+    /// The scheduler asked for a command the executor was not given.
+    #[error("no command #{}: the executor was given fewer", .0 + 1)]
+    NoCommand(usize),
     /// The command run before each run (`--prepare`) failed.
     #[error("'{command}' exited with code {code}")]
     Prepare {
@@ -168,12 +171,7 @@ impl<'w> MeterExecutor<'w> {
     }
 
     fn invocation(&self, i: usize) -> Result<&Invocation, ExecError> {
-        self.commands.get(i).ok_or_else(|| {
-            ExecError::Engine(quietwatt::Error::Spawn {
-                program: format!("command #{}", i + 1),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            })
-        })
+        self.commands.get(i).ok_or(ExecError::NoCommand(i))
     }
 }
 
