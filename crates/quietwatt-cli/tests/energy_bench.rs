@@ -162,15 +162,20 @@ fn compare_and_run_repeat_take_the_same_flags_and_print_the_same_lines() {
             "1",
             "--export-json",
             export.to_str().unwrap(),
-            "true",
+            // Both long enough for the emulator's counters to step (a total of 0
+            // has no ratio).
             "sleep 0.01",
+            "sleep 0.02",
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("quietwatt: run 1/2 of #1 'true': "), "{err}");
     assert!(
-        err.contains("quietwatt: run 2/2 of #2 'sleep 0.01': "),
+        err.contains("quietwatt: run 1/2 of #1 'sleep 0.01': "),
+        "{err}"
+    );
+    assert!(
+        err.contains("quietwatt: run 2/2 of #2 'sleep 0.02': "),
         "{err}"
     );
     assert!(
@@ -178,7 +183,7 @@ fn compare_and_run_repeat_take_the_same_flags_and_print_the_same_lines() {
         "{err}"
     );
     assert!(
-        err.contains("'sleep 0.01' used ") && err.contains("× the energy of 'true' ["),
+        err.contains("'sleep 0.02' used ") && err.contains("× the energy of 'sleep 0.01' ["),
         "{err}"
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();

@@ -41,7 +41,7 @@ pub struct Series<'a> {
     pub sampler: &'a SamplerArgs,
     /// `--json`: no progress bar.
     pub json: bool,
-    /// `--shell` and `--prepare`.
+    /// The shell that runs `--prepare` (`compare`'s `--shell`).
     pub shell: &'a str,
     /// `--prepare`.
     pub prepare: Option<&'a str>,
