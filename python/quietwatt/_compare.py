@@ -145,6 +145,21 @@ class Comparison:
     runs_b: List[Measurement] = field(default_factory=list)
     report: Dict[str, Any] = field(default_factory=dict)
     """Everything computed, in the JSON shape the native statistics return."""
+    ratio_std: Optional[float] = None
+    """The ratio's standard deviation, propagated from both sides' standard
+    deviations: the ``±`` of hyperfine's summary line (``None`` from a native
+    module older than ``quietwatt-compare``)."""
+
+    @property
+    def summary(self) -> str:
+        """Hyperfine's summary line, by energy, as ``quietwatt compare`` prints
+        it: ``'b' used 1.94 ± 0.04 × the energy of 'a' [1.90, 1.98] (95 % CI)``."""
+        pm = "" if self.ratio_std is None else f" ± {self.ratio_std:.2f}"
+        lo, hi = self.ci
+        return (
+            f"'{self.b.label}' used {self.ratio:.2f}{pm} × the energy of '{self.a.label}' "
+            f"[{lo:.2f}, {hi:.2f}] ({self.confidence * 100:.0f} % CI)"
+        )
 
     @property
     def significant(self) -> bool:
@@ -341,6 +356,7 @@ def compare_runs(
         runs_a=ma,
         runs_b=mb,
         report=report,
+        ratio_std=_opt(report.get("ratio_std")),
     )
 
 

@@ -90,6 +90,9 @@ def test_compare_runs_gives_the_same_statistics_as_the_command_line_tool(tmp_pat
     same = qw.compare_runs(a, list(a))
     assert same.verdict == "no significant difference" and same.ratio == 1.0
     assert same.ci[0] < 1 < same.ci[1] and same.p_value == pytest.approx(1.0)
+    # Hyperfine's summary line, as `quietwatt compare` prints it.
+    assert c.summary.startswith(f"'b' used {c.ratio:.2f}"), c.summary
+    assert "× the energy of 'a' [" in c.summary and c.summary.endswith("(95 % CI)")
 
 
 def test_measurement_bounds_widen_the_interval(emu):

@@ -86,7 +86,8 @@ pub fn is_emulator(root: &str) -> bool {
 /// `a` and `b` summaries (mean, interval, spread, outliers), Welch's test, the
 /// ratio `b / a` with its interval, the rank test with the Hodges-Lehmann shift,
 /// the verdict and, with `gate_pct`, the gate's outcome (`pass`, `regression`,
-/// `inconclusive`), exactly as the CLI computes them (`quietwatt_stats::repeat`).
+/// `inconclusive`), exactly as the CLI computes them (`quietwatt_compare::Compared`, over
+/// `quietwatt_stats::repeat`), and `ratio_std` (the `±` of hyperfine's summary line).
 #[pyfunction]
 #[pyo3(signature = (a, a_bounds, b, b_bounds, gate_pct=None))]
 pub fn compare_json(
@@ -97,7 +98,8 @@ pub fn compare_json(
     b_bounds: Vec<f64>,
     gate_pct: Option<f64>,
 ) -> PyResult<String> {
-    use quietwatt_stats::repeat::{gate, rank_test, ratio, verdict, welch, Summary};
+    use quietwatt_stats::repeat::Summary;
+    use quietwatt_compare::{CommandSummary, Compared, Run};
     let summary = |name: &str, v: &[f64], bounds: &[f64]| {
         Summary::new(v, bounds).ok_or_else(|| {
             bad_argument(
@@ -111,27 +113,43 @@ pub fn compare_json(
         })
     };
     let (sa, sb) = (summary("a", &a, &a_bounds)?, summary("b", &b, &b_bounds)?);
-    let w = welch(&sa, &sb);
-    let r = ratio(&sa, &sb);
-    let v = verdict(w.as_ref(), r.as_ref());
-    let g = match (gate_pct, &r) {
-        (Some(p), Some(r)) if p.is_finite() && p >= 0.0 => Some(gate(v, r, p)),
-        (Some(p), _) if !(p.is_finite() && p >= 0.0) => {
-            return Err(bad_argument(
-                py,
-                format!("gate_pct={p}: expected a percentage ≥ 0"),
-            ))
-        }
-        _ => None,
+    if let Some(p) = gate_pct.filter(|p| !(p.is_finite() && *p >= 0.0)) {
+        return Err(bad_argument(
+            py,
+            format!("gate_pct={p}: expected a percentage ≥ 0"),
+        ));
+    }
+    // The comparison of quietwatt-compare, as `quietwatt compare` computes it:
+    // each value one run's total.
+    let runs = |v: &[f64], bounds: &[f64]| -> Vec<Run> {
+        v.iter()
+            .zip(bounds)
+            .map(|(&e, &u)| Run {
+                exit_code: 0,
+                duration_s: 0.0,
+                total_energy_j: Some(e),
+                total_uncertainty_j: Some(u),
+                domains: Vec::new(),
+                warnings: Vec::new(),
+            })
+            .collect()
     };
+    let c = Compared::new(
+        &CommandSummary::new("a", &runs(&a, &a_bounds)),
+        &CommandSummary::new("b", &runs(&b, &b_bounds)),
+        1,
+        0,
+        gate_pct,
+    );
     Ok(serde_json::json!({
         "a": sa,
         "b": sb,
-        "welch": w,
-        "ratio": r,
-        "rank_test": rank_test(&a, &b),
-        "verdict": v.words(),
-        "gate": g,
+        "welch": c.welch,
+        "ratio": c.energy_ratio,
+        "ratio_std": c.energy_ratio_std,
+        "rank_test": c.rank_test,
+        "verdict": c.verdict.words(),
+        "gate": c.gate,
         "gate_pct": gate_pct,
     })
     .to_string())

@@ -25,6 +25,8 @@
 //! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
 //!   drained in batches into the same records and sinks.
 //! - [`adaptive`]: the sampling rate that follows the machine's load.
+//! - [`safe_rate`]: the one rule for a safe rate (no counter may wrap twice between
+//!   two reads), asked by record, session and the CLI.
 //! - [`overhead`]: what measuring costs, accounted on every run.
 //! - [`session`]: a region of a program measured from inside it (start/stop reads, or
 //!   a sampler thread), with snapshots, samples and named windows.
@@ -96,6 +98,7 @@ pub mod export;
 pub mod meter;
 pub mod overhead;
 pub mod record;
+pub mod safe_rate;
 pub mod sampler;
 pub mod session;
 pub mod sink;

@@ -424,29 +424,26 @@ pub(crate) fn drive<T>(
 /// figures would then miss whole ranges unseen (at 1 Hz, counters that turn every
 /// 0.25 s once gave 0.06 J for 60 J). Said in the warnings, which reach the JSON.
 pub fn wrap_safe(meter: &Meter, rate: Hertz, warnings: &mut Vec<String>) -> Hertz {
-    let Some(safe) = meter.max_safe_period() else {
-        return rate;
-    };
-    if rate.period() <= safe {
+    let s = crate::safe_rate::safe_rate(rate, meter.max_safe_period());
+    if !s.raised {
         return rate;
     }
-    let raised = Hertz::clamped(1.0 / safe.as_secs_f64().max(1e-9));
     let why: Vec<String> = meter.wrap_warnings(rate.period());
-    if raised.period() > safe {
+    if !s.safe {
         warnings.push(format!(
             "no rate up to {} Hz reads every counter before it can wrap twice; figures may miss whole counter ranges: {}",
-            raised.hz(),
+            s.rate.hz(),
             why.join("; ")
         ));
     } else {
         warnings.push(format!(
             "the sampling rate is raised from {} Hz to {:.0} Hz so that no counter can wrap twice between two reads: {}",
             rate.hz(),
-            raised.hz(),
+            s.rate.hz(),
             why.join("; ")
         ));
     }
-    raised
+    s.rate
 }
 
 /// The adaptive rate, when asked for, with its wrap floor; and the rate to start at.
@@ -458,9 +455,7 @@ fn adaptive(
     let Rate::Auto { min, max } = config.rate else {
         return Ok((None, wrap_safe(meter, config.rate.max(), warnings)));
     };
-    let floor = meter
-        .max_safe_period()
-        .map(|p| Hertz::clamped(1.0 / p.as_secs_f64().max(1e-9)));
+    let floor = crate::safe_rate::floor(meter.max_safe_period());
     let policy = RatePolicy::new(min, max, config.hold, floor);
     if policy.min().hz() > min.hz() {
         warnings.push(format!(

@@ -206,6 +206,20 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     })
 }
 
+/// The default rate of `run` and `run -r`/`compare`: 10 Hz (cheap, and far above
+/// what real RAPL counters need: they wrap after minutes), raised by the engine's
+/// one rule ([`quietwatt::safe_rate::default_rate`]) where a counter could wrap
+/// twice within its period (small emulated counters): a default must not lose energy.
+pub fn default_freq(meter: &quietwatt::Meter) -> quietwatt::Hertz {
+    quietwatt::safe_rate::default_rate(
+        quietwatt::Hertz::clamped(DEFAULT_POLLED_HZ),
+        meter.max_safe_period(),
+    )
+}
+
+/// The default rate of `run` on a polled mechanism.
+const DEFAULT_POLLED_HZ: f64 = 10.0;
+
 /// `freq_hz` (a number) for a fixed rate; `freq_auto: {min_hz, max_hz}` for
 /// `--freq auto`, where no single rate applies.
 pub fn add_rate_json(v: &mut serde_json::Value, rate: &quietwatt::Rate) {

@@ -1,26 +1,332 @@
-//! `quietwatt run -r N -- CMD`: a command measured N times (perf stat -r, hyperfine),
-//! and the runner that `bench energy` shares: one fresh meter per run, the same
-//! rate for every run, each run's energy with its `±` bound.
+//! The one front door of repeated runs: `quietwatt run -r N -- CMD` (one command)
+//! and `quietwatt compare 'CMD1' 'CMD2' ...` (several) are flags and wording over
+//! the scheduler of `quietwatt-compare`: the same warm-up, the same interleaved
+//! shuffled rounds (one command per round for `run -r`), the same line after each
+//! run, the same summary, the same exports.
 //!
-//! The statistics are the library's [`quietwatt_stats::repeat`].
+//! Here: the rate settled once (the engine's one safe-rate rule), the real
+//! executor built, the scheduler's events turned into the progress bar and the
+//! per-run lines, its errors into messages and exit codes, and the summary printed.
 
-pub use super::runs::{outlier_warning, RunResult, Summaries};
+pub use super::runs::{outlier_warning, print_table};
 use super::{rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
-use quietwatt::command::measure_watched;
-use quietwatt::{source, EngineConfig, FreqArg, Hertz, Mechanism, Meter, Rate, Selection};
+use quietwatt::{source, FreqArg, Mechanism, Meter, Rate};
+use quietwatt_compare::executor::{ExecError, Invocation};
+use quietwatt_compare::result::{GateRule, UNCERTAINTY_METHOD};
+use quietwatt_compare::{export, schedule, Comparison, Event, MeterExecutor, Plan, ScheduleError};
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
-/// How the measurement bound is folded into the intervals, for reports.
-pub const UNCERTAINTY_METHOD: &str = "the 95 % interval of the mean is Student's t over the runs' \
-spread, widened on each side by the mean of the runs' ± measurement bounds (the bound on the \
-mean's measurement error)";
+/// A series of runs as both front doors ask for it.
+pub struct Series<'a> {
+    /// Each command as shown (`run -r`: its words joined; `compare`: the string).
+    pub shown: Vec<String>,
+    /// Each command as spawned.
+    pub invocations: Vec<Invocation>,
+    /// Runs, warm-ups, seed, `--ignore-failure`.
+    pub plan: Plan,
+    /// The reference's index.
+    pub reference: usize,
+    /// `--fail-if-more-than`, `--pass-inconclusive`.
+    pub gate: Option<GateRule>,
+    /// `-m`.
+    pub mechanism: Option<Mechanism>,
+    /// `-d`.
+    pub domains: &'a Option<String>,
+    /// `-f`.
+    pub freq: Option<FreqArg>,
+    /// `--cpu`, `--rt`, `--freq-min/max`.
+    pub sampler: &'a SamplerArgs,
+    /// `--json`: no progress bar.
+    pub json: bool,
+    /// The shell that runs `--prepare` (`compare`'s `--shell`).
+    pub shell: &'a str,
+    /// `--prepare`.
+    pub prepare: Option<&'a str>,
+    /// The front door's name in messages (`--repeat`, `compare`).
+    pub what: &'a str,
+    /// The exit code when a command's run fails: `None` for the command's own
+    /// (`run -r`), a fixed code for `compare` (so that a command's own 3 is never
+    /// read as the gate's).
+    pub failed_exit: Option<u8>,
+}
+
+/// A series measured: the typed result and how it was read.
+pub struct Measured {
+    /// The result every export writes.
+    pub comparison: Comparison,
+    /// The mechanism's name.
+    pub mechanism_name: &'static str,
+    /// The rate every run used.
+    pub rate: Rate,
+    /// Whether the counters were the emulator's.
+    pub emulated: bool,
+}
+
+impl Measured {
+    /// The fields both documents share beside the result's: the mechanism, the
+    /// rate, whether emulated, and the interruption's exit status.
+    pub fn add_context(&self, v: &mut serde_json::Value) {
+        v["mechanism"] = self.mechanism_name.into();
+        v["emulated"] = self.emulated.into();
+        super::add_rate_json(v, &self.rate);
+        if let Some(i) = &self.comparison.interrupted {
+            v["interrupted"] = serde_json::json!({
+                "exit_status": crate::signals::stopped_status(),
+                "runs_asked": i.runs_asked,
+            });
+        }
+    }
+
+    /// Whether a signal cut the series short.
+    pub fn interrupted(&self) -> bool {
+        self.comparison.interrupted.is_some()
+    }
+}
+
+/// Measures the series: the rate settled once (said once), then the scheduler,
+/// with a progress bar on a terminal and one line per run on stderr.
+pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
+    if matches!(s.mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing)) {
+        return Err(Failure::usage(format!(
+            "{} measures through the polling mechanisms (powercap, perf, msr): \
+             leave out --mechanism ebpf/perf-ring, or measure one run with `quietwatt run`",
+            s.what
+        )));
+    }
+    let sel = selection(s.domains)?;
+    let meter = Meter::new(source::open(&env.root, s.mechanism, &sel)?);
+    super::print_notes(&meter);
+    // As `run`: its default, raised by the one rule where a counter could wrap.
+    let freq = s
+        .freq
+        .unwrap_or_else(|| FreqArg::Fixed(super::default_freq(&meter)));
+    let mut config = s.sampler.config(freq, &env.root)?;
+    if let Rate::Fixed(f) = config.rate {
+        // Raised once here, said once, rather than by the engine at every run.
+        let mut raised = Vec::new();
+        config.rate = Rate::Fixed(quietwatt::record::wrap_safe(&meter, f, &mut raised));
+        for w in raised {
+            eprintln!("quietwatt: warning: {w}");
+        }
+    }
+    let rate = config.rate;
+    let mechanism_name = meter.label();
+    drop(meter);
+    crate::signals::install();
+    let mut executor = MeterExecutor::new(
+        env.root.clone(),
+        s.mechanism,
+        sel,
+        config,
+        s.invocations.clone(),
+        crate::signals::forward_to_command,
+    )
+    .with_prepare(s.shell, s.prepare);
+    let k = s.shown.len();
+    let runs = s.plan.runs;
+    let bar = super::exports::progress(u64::from(runs) * k as u64, s.json);
+    let outcome = schedule(&mut executor, k, &s.plan, &mut stopped, &mut |e| match e {
+        Event::Starting { command, round } if k > 1 => {
+            bar.set_message(format!("round {round}/{runs}: #{}", command + 1));
+        }
+        Event::Starting { .. } => {}
+        Event::Measured {
+            command,
+            round,
+            run,
+        } => {
+            bar.inc(1);
+            for w in &run.warnings {
+                bar.suspend(|| eprintln!("quietwatt: warning: {w}"));
+            }
+            let line = format!(
+                "quietwatt: {}",
+                export::run_line(&s.shown, command, round, runs, run)
+            );
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
+        }
+    });
+    let outcome = match outcome {
+        Ok(o) => {
+            bar.finish_and_clear();
+            o
+        }
+        Err(e) => {
+            bar.abandon();
+            return Err(failure(s, e));
+        }
+    };
+    if let Some(asked) = outcome.interrupted {
+        let (verb, unit) = if k > 1 {
+            ("comparing", "round")
+        } else {
+            ("summarising", "run")
+        };
+        eprintln!(
+            "quietwatt: interrupted: {verb} the {} whole {unit}(s) of {asked} (the {unit} cut short is left out)",
+            outcome.rounds,
+        );
+    }
+    Ok(Measured {
+        comparison: Comparison::new(&s.shown, &s.plan, &outcome, s.reference, s.gate),
+        mechanism_name,
+        rate,
+        emulated: env.is_emulated(),
+    })
+}
+
+/// The scheduler's error in the CLI's words and codes.
+fn failure(s: &Series<'_>, e: ScheduleError<ExecError>) -> Failure {
+    match e {
+        ScheduleError::Executor(ExecError::Engine(e)) => e.into(),
+        ScheduleError::Executor(ExecError::Stopped(e)) => Failure::new(
+            MEASUREMENT,
+            format!("a run's measurement stopped early: {e}; no summary of partial runs"),
+        ),
+        ScheduleError::Executor(ExecError::Prepare { command, code }) => Failure::new(
+            code.clamp(1, 255) as u8,
+            format!("--prepare '{command}' exited with code {code}: fix it or leave it out"),
+        ),
+        ScheduleError::Failed {
+            command,
+            kind,
+            index,
+            of,
+            exit_code,
+        } => {
+            let f = failed_run(
+                s.shown.get(command).map_or("?", String::as_str),
+                index,
+                of,
+                exit_code,
+                kind.words(),
+            );
+            match s.failed_exit {
+                Some(code) => Failure::new(code, f.message()),
+                None => f,
+            }
+        }
+        ScheduleError::Interrupted => interrupted(),
+        e => Failure::new(MEASUREMENT, e.to_string()),
+    }
+}
+
+/// The summary on stderr, the same for one command and several: the header, each
+/// command's table, each command against the reference, hyperfine's summary lines.
+pub fn print_text(m: &Measured) {
+    let c = &m.comparison;
+    let warm = if c.warmup > 0 {
+        format!(" after {} warm-up run(s)", c.warmup)
+    } else {
+        String::new()
+    };
+    let how = format!(
+        "{} mechanism{}, read at {}",
+        m.mechanism_name,
+        if m.emulated { ", EMULATED" } else { "" },
+        rate_words(&m.rate)
+    );
+    eprintln!();
+    if let [only] = c.commands.as_slice() {
+        eprintln!(
+            " Energy of '{}' over {} run(s){warm} ({how}):",
+            only.command, c.runs
+        );
+        eprintln!();
+        print_table(only);
+    } else {
+        eprintln!(
+            " {} commands, {} interleaved run(s) each{warm} ({how}):",
+            c.commands.len(),
+            c.runs
+        );
+        for (i, s) in c.commands.iter().enumerate() {
+            eprintln!();
+            eprintln!(" #{} '{}'", i + 1, s.command);
+            print_table(s);
+        }
+    }
+    eprintln!();
+    for x in &c.comparisons {
+        let interval = |r: &Option<quietwatt_stats::repeat::Ratio>| {
+            r.as_ref().map_or("-".to_string(), |r| {
+                format!("{:.3} [{:.3}, {:.3}]", r.estimate, r.ci[0], r.ci[1])
+            })
+        };
+        eprintln!(
+            " #{} against #{}: energy × {} (95 % CI), time × {}",
+            x.command + 1,
+            x.reference + 1,
+            interval(&x.energy_ratio),
+            interval(&x.duration_ratio)
+        );
+        eprintln!(
+            "   energy: {}{}",
+            x.verdict.words(),
+            x.welch.as_ref().map_or(String::new(), |w| format!(
+                " ({}: p = {:.3e})",
+                w.test, w.p_value
+            ))
+        );
+        if let Some(u) = &x.rank_test {
+            eprintln!("   {}: p = {:.3e}", u.test, u.p_value);
+            if let Some(h) = &u.shift {
+                eprintln!(
+                    "   Hodges-Lehmann shift: {:+.4} J [{:+.4}, {:+.4}] (95 % CI)",
+                    h.estimate, h.lower, h.upper
+                );
+            }
+        }
+    }
+    let lines = export::summary_lines(c);
+    if !lines.is_empty() {
+        eprintln!();
+        eprintln!(" Summary");
+        for l in lines {
+            eprintln!("   {l}");
+        }
+    }
+    if !c.comparisons.is_empty() {
+        eprintln!();
+    }
+    eprintln!("  {UNCERTAINTY_METHOD}.");
+    eprintln!();
+    for s in &c.commands {
+        outlier_warning(&s.command, s);
+    }
+}
+
+/// `--export-json` (the document), `--export-csv` and `--export-markdown` (from
+/// the typed result), those given.
+pub fn export(
+    m: &Measured,
+    document: &serde_json::Value,
+    json: Option<&Path>,
+    csv: Option<&Path>,
+    markdown: Option<&Path>,
+) -> Result<(), Failure> {
+    if let Some(p) = json {
+        super::exports::json(p, document)?;
+    }
+    if let Some(p) = csv {
+        super::exports::write(p, "--export-csv", &export::csv(&m.comparison))?;
+    }
+    if let Some(p) = markdown {
+        super::exports::write(p, "--export-markdown", &export::markdown(&m.comparison))?;
+    }
+    Ok(())
+}
 
 /// What `run --repeat` needs from `run`'s arguments.
 pub struct RepeatArgs<'a> {
-    /// `--repeat`.
+    /// `--repeat`/`--runs`.
     pub runs: u32,
     /// `--warmup`.
     pub warmup: u32,
@@ -48,273 +354,65 @@ pub struct RepeatArgs<'a> {
     pub command: &'a [String],
 }
 
-/// Opens a fresh meter per run, at one rate for all.
-pub struct Runner<'e> {
-    env: &'e Environment,
-    mechanism: Option<Mechanism>,
-    selection: Selection,
-    /// The engine configuration every run uses.
-    pub config: EngineConfig,
-    /// The mechanism's name.
-    pub mechanism_name: &'static str,
-}
-
-impl<'e> Runner<'e> {
-    /// Opens the source once (notes and wrap warnings printed once) to settle the rate.
-    pub fn new(
-        env: &'e Environment,
-        mechanism: Option<Mechanism>,
-        domains: &Option<String>,
-        freq: Option<FreqArg>,
-        sampler: &SamplerArgs,
-        what: &str,
-    ) -> Result<Runner<'e>, Failure> {
-        if matches!(mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing)) {
-            return Err(Failure::usage(format!(
-                "{what} measures through the polling mechanisms (powercap, perf, msr): \
-                 leave out --mechanism ebpf/perf-ring, or measure one run with `quietwatt run`"
-            )));
-        }
-        let selection = selection(domains)?;
-        let meter = Meter::new(source::open(&env.root, mechanism, &selection)?);
-        super::print_notes(&meter);
-        let freq = freq.unwrap_or_else(|| {
-            // As `run`: 10 Hz, or faster where a counter could wrap twice in 100 ms.
-            let floor = meter
-                .max_safe_period()
-                .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
-            FreqArg::Fixed(Hertz::clamped(floor.clamp(10.0, 10_000.0)))
-        });
-        let mut config = sampler.config(freq, &env.root)?;
-        if let Rate::Fixed(f) = config.rate {
-            // Raised once here, said once, rather than by the engine at every run.
-            let mut raised = Vec::new();
-            config.rate = Rate::Fixed(quietwatt::record::wrap_safe(&meter, f, &mut raised));
-            for w in raised {
-                eprintln!("quietwatt: warning: {w}");
-            }
-        }
-        Ok(Runner {
-            env,
-            mechanism,
-            selection,
-            config,
-            mechanism_name: meter.label(),
-        })
-    }
-
-    /// The rate as `--json` reports it: `freq_hz` (a number) for a fixed rate,
-    /// `freq_auto` for `--freq auto`.
-    pub fn add_rate_json(&self, v: &mut serde_json::Value) {
-        super::add_rate_json(v, &self.config.rate);
-    }
-
-    /// The rate in words.
-    pub fn rate_words(&self) -> String {
-        rate_words(&self.config.rate)
-    }
-
-    /// Measures one run of `cmd`.
-    pub fn measure(&self, cmd: &mut Command) -> Result<RunResult, Failure> {
-        let mut meter = Meter::new(source::open(
-            &self.env.root,
-            self.mechanism,
-            &self.selection,
-        )?);
-        let m = measure_watched(
-            &mut meter,
-            cmd,
-            &self.config,
-            &mut crate::signals::forward_to_command,
-        )?;
-        for w in m.warnings.iter().chain(&m.report.warnings) {
-            eprintln!("quietwatt: warning: {w}");
-        }
-        if let Some(e) = m.error {
-            return Err(Failure::new(
-                MEASUREMENT,
-                format!("a run's measurement stopped early: {e}; no summary of partial runs"),
-            ));
-        }
-        let r = &m.report;
-        Ok(RunResult {
-            exit_code: super::exit_code(m.status),
-            duration_s: r.duration_s,
-            total: r
-                .total_energy_j
-                .zip(r.total_uncertainty_j)
-                .map(|(e, u)| (e.0, u.0)),
-            domains: r
-                .domains
-                .iter()
-                .map(|d| (d.socket, d.domain, d.energy_j.0, d.uncertainty_j.0))
-                .collect(),
-        })
-    }
-}
-
-/// A command's words as it is shown.
-fn shown(command: &[String]) -> String {
-    command.join(" ")
-}
-
-/// `run -r N`: measures the command N times (after K unmeasured warm-up runs),
-/// prints the summary; exits with the command's code (the first failing run's,
+/// `run -r N`: the command measured N times (after K unmeasured warm-up runs),
+/// the summary printed; exits with the command's code (the first failing run's,
 /// which stops the series unless `--ignore-failure`).
 pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     // `run` checked the export paths before calling this.
-    let runner = Runner::new(env, a.mechanism, a.domains, a.freq, a.sampler, "--repeat")?;
-    crate::signals::install();
-    let make = || {
-        let mut c = Command::new(&a.command[0]);
-        c.args(&a.command[1..]);
-        c
+    let series = Series {
+        shown: vec![a.command.join(" ")],
+        invocations: vec![Invocation {
+            program: a.command[0].clone(),
+            args: a.command[1..].to_vec(),
+            quiet: false,
+        }],
+        plan: Plan {
+            runs: a.runs,
+            warmup: a.warmup,
+            seed: 0,
+            ignore_failure: a.ignore_failure,
+        },
+        reference: 0,
+        gate: None,
+        mechanism: a.mechanism,
+        domains: a.domains,
+        freq: a.freq,
+        sampler: a.sampler,
+        json: a.json,
+        shell: "sh",
+        prepare: a.prepare,
+        what: "--repeat",
+        failed_exit: None,
     };
-    let what = shown(a.command);
-    for i in 0..a.warmup {
-        prepare("sh", a.prepare)?;
-        let status = quietwatt::command::spawn_and_wait(
-            &mut make(),
-            &mut crate::signals::forward_to_command,
-        )?;
-        if stopped() {
-            return Err(interrupted());
-        }
-        let code = super::exit_code(status);
-        if code != 0 && !a.ignore_failure {
-            return Err(failed_run(&what, i + 1, a.warmup, code, "warm-up run"));
-        }
-    }
-    let mut runs = Vec::with_capacity(a.runs as usize);
-    let mut first_failure = 0;
-    let mut cut_short = false;
-    let bar = super::exports::progress(u64::from(a.runs), a.json);
-    for i in 0..a.runs {
-        prepare("sh", a.prepare)?;
-        let r = runner.measure(&mut make())?;
-        bar.inc(1);
-        if stopped() {
-            // As perf stat -r: the run the signal cut is left out, the whole ones
-            // are summarised and exported.
-            bar.finish_and_clear();
-            if runs.is_empty() {
-                return Err(interrupted());
-            }
-            eprintln!(
-                "quietwatt: interrupted: summarising the {} whole run(s) of {} (the run cut short is left out)",
-                runs.len(),
-                a.runs
-            );
-            cut_short = true;
-            break;
-        }
-        let line = format!(
-            "quietwatt: run {}/{}: {} in {:.4} s{}",
-            i + 1,
-            a.runs,
-            r.total
-                .map_or("-".into(), |(e, u)| format!("{e:.4} ± {u:.4} J")),
-            r.duration_s,
-            if r.exit_code != 0 {
-                format!(" (exit code {})", r.exit_code)
-            } else {
-                String::new()
-            }
-        );
-        if bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            bar.println(line);
-        }
-        let code = r.exit_code;
-        runs.push(r);
-        if code != 0 {
-            if first_failure == 0 {
-                first_failure = code;
-            }
-            if !a.ignore_failure {
-                bar.abandon();
-                return Err(failed_run(&what, i + 1, a.runs, code, "run"));
-            }
-        }
-    }
-    bar.finish_and_clear();
-    let s = Summaries::new(&runs);
-    let mut v = s.json();
+    let m = measure(env, &series)?;
+    let c = &m.comparison;
+    let Some(only) = c.commands.first() else {
+        return Err(interrupted());
+    };
+    let mut v = serde_json::to_value(only).unwrap_or_default();
     crate::schema::stamp(&mut v, "repeat");
     v["command"] = a.command.to_vec().into();
-    v["mechanism"] = runner.mechanism_name.into();
-    v["emulated"] = env.is_emulated().into();
-    runner.add_rate_json(&mut v);
-    v["runs"] = runs.len().into();
-    if cut_short {
-        v["interrupted"] = serde_json::json!({
-            "exit_status": crate::signals::stopped_status(),
-            "runs_asked": a.runs,
-        });
-    }
+    m.add_context(&mut v);
+    v["runs"] = c.runs.into();
     v["warmup"] = a.warmup.into();
     v["uncertainty_method"] = UNCERTAINTY_METHOD.into();
-    v["per_run"] = runs.iter().map(RunResult::json).collect::<Vec<_>>().into();
     if a.json {
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
+        outlier_warning(&only.command, only);
     } else {
-        eprintln!();
-        eprintln!(
-            " Energy of '{what}' over {} run(s){} ({} mechanism{}, read at {}):",
-            runs.len(),
-            if a.warmup > 0 {
-                format!(" after {} warm-up run(s)", a.warmup)
-            } else {
-                String::new()
-            },
-            runner.mechanism_name,
-            if env.is_emulated() { ", EMULATED" } else { "" },
-            runner.rate_words()
-        );
-        eprintln!();
-        s.print();
-        eprintln!();
-        eprintln!("  {UNCERTAINTY_METHOD}.");
-        eprintln!();
+        print_text(&m);
     }
-    outlier_warning(&what, &s);
-    if let Some(p) = a.export_json {
-        super::exports::json(p, &v)?;
-    }
-    if let Some(p) = a.export_csv {
-        super::exports::csv(p, &[(what.as_str(), &runs)])?;
-    }
-    if let Some(p) = a.export_markdown {
-        super::exports::markdown(p, &[(what.as_str(), &s)], &[None], 0)?;
-    }
-    if cut_short {
+    export(&m, &v, a.export_json, a.export_csv, a.export_markdown)?;
+    if m.interrupted() {
         return Ok(ExitCode::from(crate::signals::stopped_status()));
     }
+    let first_failure = only
+        .per_run
+        .iter()
+        .map(|r| r.exit_code)
+        .find(|&c| c != 0)
+        .unwrap_or(0);
     Ok(ExitCode::from(first_failure.clamp(0, 255) as u8))
-}
-
-/// Runs `--prepare` (through `SHELL -c`, output discarded), if given; a failure
-/// stops the series.
-pub fn prepare(shell: &str, cmd: Option<&str>) -> Result<(), Failure> {
-    let Some(p) = cmd else {
-        return Ok(());
-    };
-    let status = quietwatt::command::spawn_and_wait(
-        Command::new(shell)
-            .arg("-c")
-            .arg(p)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-        &mut crate::signals::forward_to_command,
-    )?;
-    match super::exit_code(status) {
-        0 => Ok(()),
-        code => Err(Failure::new(
-            code.clamp(1, 255) as u8,
-            format!("--prepare '{p}' exited with code {code}: fix it or leave it out"),
-        )),
-    }
 }
 
 /// Whether a SIGINT/SIGTERM/SIGHUP asked quietwatt to stop.

@@ -43,11 +43,13 @@ pub struct Args {
     /// Run the command N times and print each domain's and the total's energy and
     /// the duration as mean ± standard deviation, 95 % interval, min and max (as
     /// `perf stat -r`; the runs' output is let through).
-    #[arg(short = 'r', long = "repeat", value_name = "N",
+    /// `--runs` is the same flag (as in `compare`); each run prints one line, then
+    /// the summary `compare` prints.
+    #[arg(short = 'r', long = "repeat", visible_alias = "runs", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     repeat: Option<u32>,
     /// With --repeat: run the command K times unmeasured first.
-    #[arg(long, value_name = "K", requires = "repeat")]
+    #[arg(short = 'w', long, value_name = "K", requires = "repeat")]
     warmup: Option<u32>,
     /// With --repeat: go on when a run exits non-zero (the exit code is then the
     /// first failing run's).
@@ -149,7 +151,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         Mode::Buffered { freq, .. } => FreqArg::Fixed(freq),
         Mode::Polled => args
             .freq
-            .unwrap_or_else(|| FreqArg::Fixed(default_freq(&meter))),
+            .unwrap_or_else(|| FreqArg::Fixed(super::default_freq(&meter))),
     };
     let config = args.sampler.config(freq, &env.root)?;
     // A fixed rate at which a counter could wrap twice unseen is raised by the
@@ -272,19 +274,6 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
     );
     Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
 }
-
-/// 10 Hz, or faster when a counter could wrap twice within 100 ms at its domain's
-/// maximum plausible power (small emulated counters): a default must not lose energy.
-fn default_freq(meter: &Meter) -> Hertz {
-    let floor = meter
-        .max_safe_period()
-        .map_or(0.0, |p| 1.0 / p.as_secs_f64().max(1e-6));
-    Hertz::clamped(floor.clamp(DEFAULT_RUN_HZ, 10_000.0))
-}
-
-/// The default rate of `run`: cheap, and far above what real RAPL counters need
-/// (they wrap after minutes).
-const DEFAULT_RUN_HZ: f64 = 10.0;
 
 /// The human table, on stderr so that the command's own output stays clean. Every
 /// figure carries its ± bound (the counters' step, their update interval, and any

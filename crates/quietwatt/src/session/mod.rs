@@ -233,7 +233,9 @@ impl Session {
         let safe_gap = meter.max_safe_period();
         let mut notes = Vec::new();
         if let (Some(f), Some(safe)) = (rate, safe_gap) {
-            if f.period() > safe {
+            // A session keeps the caller's rate (its guard reads between), and says
+            // what the one rule would have raised it to.
+            if crate::safe_rate::safe_rate(f, safe_gap).raised {
                 notes.push(format!(
                     "a sampling period of {:.3} s is longer than the {:.3} s in which a counter can wrap twice at its domain's highest plausible power: a wrap could go unseen; sample faster",
                     f.period().as_secs_f64(),
