@@ -4,8 +4,8 @@
 
 use crate::executor::Run;
 use crate::result::{Compared, Comparison};
-use quietwatt_stats::repeat::{GateOutcome, Verdict};
 use quietwatt::sink::csv::field;
+use quietwatt_stats::repeat::{GateOutcome, Verdict};
 use std::fmt::Write as _;
 
 /// The line after each measured run, the same for `run -r` and `compare`:

@@ -1,12 +1,12 @@
 //! The scheduler, the statistics and the gate, tested without processes: a
 //! `MockExecutor` gives each command scripted energies and times.
 
-use quietwatt_stats::repeat::{GateOutcome, Verdict};
 use quietwatt_compare::executor::Scripted;
 use quietwatt_compare::result::GateRule;
 use quietwatt_compare::{
     export, schedule, Comparison, Event, MockExecutor, Plan, RunKind, ScheduleError,
 };
+use quietwatt_stats::repeat::{GateOutcome, Verdict};
 
 fn plan(runs: u32, warmup: u32) -> Plan {
     Plan {

@@ -98,8 +98,8 @@ pub fn compare_json(
     b_bounds: Vec<f64>,
     gate_pct: Option<f64>,
 ) -> PyResult<String> {
-    use quietwatt_stats::repeat::Summary;
     use quietwatt_compare::{CommandSummary, Compared, Run};
+    use quietwatt_stats::repeat::Summary;
     let summary = |name: &str, v: &[f64], bounds: &[f64]| {
         Summary::new(v, bounds).ok_or_else(|| {
             bad_argument(
