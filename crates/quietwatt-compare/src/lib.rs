@@ -20,6 +20,27 @@
 //!
 //! `quietwatt run -r N` is the scheduler with one command; `quietwatt compare` with
 //! two or more. The command line adds only flags, wording and exit codes.
+//!
+//! # Example
+//!
+//! Two commands compared with a scripted executor (no process runs; the real one
+//! is [`MeterExecutor`]): ten shuffled rounds, then hyperfine's summary line.
+//!
+//! ```
+//! use quietwatt_compare::executor::Scripted;
+//! use quietwatt_compare::{export, schedule, Comparison, MockExecutor, Plan};
+//!
+//! let runs = |joules: f64| (0..10).map(|i| Scripted::ok(joules + 0.01 * i as f64, 0.1)).collect();
+//! let mut executor = MockExecutor::new(vec![runs(1.0), runs(2.0)]);
+//! let plan = Plan { runs: 10, warmup: 1, seed: 7, ignore_failure: false };
+//! let outcome = schedule(&mut executor, 2, &plan, &mut || false, &mut |_| {})
+//!     .expect("scripted runs never fail");
+//! let names = ["old".to_string(), "new".to_string()];
+//! let comparison = Comparison::new(&names, &plan, &outcome, 0, None);
+//! let line = &export::summary_lines(&comparison)[0];
+//! assert!(line.starts_with("'new' used 1.9") && line.ends_with("the energy of 'old' [1.91, 2.00] (95 % CI)"), "{line}");
+//! println!("{line}");
+//! ```
 
 #![deny(missing_docs)]
 
