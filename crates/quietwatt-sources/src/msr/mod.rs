@@ -300,7 +300,7 @@ mod tests {
     fn power_info_is_decoded_in_the_unit_registers_power_units() {
         use super::registers::power_info_watts;
         // (Registers at byte offsets 3 apart cannot share a plain file, so the
-        // emulator's MSR device tests discovery: crates/quietwatt-cli/tests/edges.rs.)
+        // emulator's MSR device tests discovery: crates/quietwatt-cli/tests/cli/edges.rs.)
         // 125 W thermal spec in 1/8 W; no maximum.
         assert_eq!(power_info_watts(1000, unit(14)), Some(125.0));
         // The larger of spec (10 W) and maximum (30 W, bits 46:32); min power

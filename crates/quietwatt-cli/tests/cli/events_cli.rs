@@ -2,9 +2,7 @@
 //! emulator for the energy and this machine's kernel for the events. Needs root
 //! (FUSE, system-wide perf counters); a missing feature fails, never skips.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt_emulator::EmulatorConfig;
 use quietwatt_events::trace::chrome::{validate, PID_ENERGY, PID_EVENTS};
 use serde_json::Value;

@@ -4,9 +4,7 @@
 //! Each case checks the figure against what the emulator served (within the
 //! uncertainty quietwatt states) and the warning a user needs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Fault, FaultKind, Mechanism as Served};
 use serde_json::Value;

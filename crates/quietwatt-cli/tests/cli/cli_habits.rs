@@ -2,9 +2,7 @@
 //! `run`, exit codes of commands that cannot run, options before `--`, `-o -` and
 //! the format chosen by the file's extension, `record -- CMD`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt_emulator::EmulatorConfig;
 use std::os::fd::FromRawFd;
 use std::path::Path;

@@ -5,9 +5,9 @@
 //! They live in the CLI's tests because the emulator depends on the library: as a
 //! dev-dependency of the library itself it would link a second copy of it.
 
-mod common;
+use crate::common;
 
-use common::{mount, quietwatt, stdout, Mounted};
+use crate::common::{mount, quietwatt, stdout, Mounted};
 use quietwatt::{
     Domain, Error, Hertz, Mechanism, Report, SampleRow, Selection, Session, SessionConfig,
     SourceError, SysRoot,

@@ -1,9 +1,7 @@
 //! Every bad input gets a clear error naming the fix and its own exit code, never a
 //! panic or a silent zero; data already recorded stays complete and parseable.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Fault, FaultKind, Mechanism as Served};
 use std::time::Duration;
@@ -460,7 +458,7 @@ fn a_damaged_parquet_file_is_an_error_without_a_panic_message() {
     let p = dir.path().join("bad.parquet");
     std::fs::write(
         &p,
-        include_bytes!("../../quietwatt/tests/vectors/fuzz-parquet-vlq-overflow.parquet"),
+        include_bytes!("../../../quietwatt/tests/vectors/fuzz-parquet-vlq-overflow.parquet"),
     )
     .unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_quietwatt"))

@@ -2,9 +2,9 @@
 //! Granite Rapids X (family 6, model 0xAD), a part the kernel reads through TPMI and
 //! neither of its MSR model tables lists.
 
-mod common;
+use crate::common;
 
-use common::{mount, quietwatt, stdout};
+use crate::common::{mount, quietwatt, stdout};
 use quietwatt_emulator::EmulatorConfig;
 
 #[test]

@@ -3,9 +3,7 @@
 //! Physics, not timing: energies are checked against 24 W × the measured time
 //! within the stated bounds; no assertion depends on how loaded the machine is.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt_emulator::EmulatorConfig;
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //! machine). Need root (FUSE, BPF, cgroup v2) and a kernel with BTF; they fail
 //! loudly without them. Truths come from measured CPU time, never wall time.
 
-mod common;
+use crate::common;
 
 use quietwatt::Domain;
 use std::collections::BTreeMap;

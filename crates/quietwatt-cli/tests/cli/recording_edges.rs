@@ -2,9 +2,7 @@
 //! (`kill -STOP`/`-CONT`), and a disk that fills up. The row that spans a gap says
 //! so, and the summary counts exactly the samples the file holds.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt_emulator::EmulatorConfig;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,9 +4,7 @@
 //! per event), a model file feeds `run --model`, whose figures are labelled as
 //! model estimates.
 
-mod common;
-
-use common::{assert_png_beside, mount, quietwatt, stderr, stdout};
+use crate::common::{assert_png_beside, mount, quietwatt, stderr, stdout};
 use quietwatt_emulator::EmulatorConfig;
 use serde_json::Value;
 use std::path::Path;

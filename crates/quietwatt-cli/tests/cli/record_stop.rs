@@ -2,9 +2,7 @@
 //! full filesystem. The file stays complete, and its energy equals what the
 //! emulator served over the recorded span.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt::Domain;
 use quietwatt_emulator::EmulatorConfig;
 use std::process::{Child, Command, Stdio};

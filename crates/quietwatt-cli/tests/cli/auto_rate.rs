@@ -6,9 +6,7 @@
 //! every CPU busy), so the test sees the same load on an idle laptop and on a CI
 //! machine that other jobs keep busy: the host's own load never enters it.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt::meter::monotonic_ns;
 use quietwatt::Domain;
 use quietwatt_emulator::EmulatorConfig;

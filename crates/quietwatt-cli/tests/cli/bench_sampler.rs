@@ -3,9 +3,7 @@
 //! of the same round, and the targets are judged. Correctness only: no figure of
 //! speed is asserted (those go to BENCHMARKS.md).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt_emulator::EmulatorConfig;
 
 #[test]

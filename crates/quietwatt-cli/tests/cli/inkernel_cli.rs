@@ -9,9 +9,7 @@ use std::sync::Mutex;
 /// One at a time: each samples CPU 0 at 1 kHz.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-#[path = "../../quietwatt/tests/support/busy.rs"]
-mod busy;
-use busy::busy_cpu0;
+use crate::busy::busy_cpu0;
 
 fn quietwatt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_quietwatt"))

@@ -1,8 +1,6 @@
 //! The overhead lab from the command line: `bench latency` against the emulator.
 
-mod common;
-
-use common::{assert_png_beside, mount, quietwatt, stderr, stdout};
+use crate::common::{assert_png_beside, mount, quietwatt, stderr, stdout};
 use quietwatt_emulator::EmulatorConfig;
 use serde_json::Value;
 

@@ -2,7 +2,7 @@
 //! switches to cgroups on `c`, and quits on `q` with exit code 0. Needs root (FUSE,
 //! BPF), a kernel with BTF and tmux; fails loudly without them.
 
-mod common;
+use crate::common;
 
 use quietwatt_emulator::{EmulatorConfig, LoadFollowing};
 use std::process::Command;

@@ -5,9 +5,9 @@
 //! counters standing in for the RAPL events (perf_event_open cannot reach the
 //! emulator's PMU).
 
-mod common;
+use crate::common;
 
-use common::{mount, quietwatt, stderr};
+use crate::common::{mount, quietwatt, stderr};
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Mechanism as Served};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -650,9 +650,7 @@ fn sigterm_stops_it_cleanly() {
     );
 }
 
-#[path = "../../quietwatt/tests/support/busy.rs"]
-mod busy;
-use busy::busy_cpu0;
+use crate::busy::busy_cpu0;
 
 /// The buffered path through each in-kernel mechanism, on the stand-ins of CPU 0
 /// (cpu-clock as the package: one "joule" per second of wall time, so the truth is

@@ -2,9 +2,7 @@
 //! energy the emulator served, across many counter wraps, for Intel and AMD layouts,
 //! one and two sockets.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Mechanism as Served, Vendor};
 

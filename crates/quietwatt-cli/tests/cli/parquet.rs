@@ -1,9 +1,7 @@
 //! `record -o FILE.parquet`: the file reads back whole however the recording ends
 //! (Ctrl-C, SIGTERM, SIGKILL, a full disk), with the energy the emulator served.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt::sink::parquet::{read, Recorded, Row};
 use quietwatt::Domain;
 use quietwatt_emulator::EmulatorConfig;

@@ -1,9 +1,7 @@
 //! A total never counts a joule twice: psys alone when present, and the MMIO view of
 //! package 0 never added.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quietwatt_emulator::EmulatorConfig;
 
 fn run_json(m: &Mounted) -> serde_json::Value {
