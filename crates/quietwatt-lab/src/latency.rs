@@ -86,6 +86,7 @@ impl Default for LatencyConfig {
 /// Why the benchmark could not run at all (a row that cannot be measured is not
 /// an error: it is a row saying why).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LatencyError {
     /// A setting that cannot work.
     #[error("invalid setting: {0}")]
