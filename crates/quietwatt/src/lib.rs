@@ -79,7 +79,7 @@
 //! ```
 #![deny(missing_docs)]
 
-pub use quietwatt_core::{counter, domain, frequency, units};
+pub use quietwatt_core::{counter, domain, duration, frequency, units};
 
 pub mod consistency;
 pub mod error;

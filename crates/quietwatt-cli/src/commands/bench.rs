@@ -60,7 +60,7 @@ pub struct SamplerArgs {
     /// Target samples per second.
     #[arg(short, long, default_value = "1000")]
     freq: Hertz,
-    /// Seconds each variant runs.
+    /// How long each variant runs: seconds, or with a unit (500ms, 2m).
     #[arg(long, default_value = "10", value_parser = parse_duration)]
     duration: Duration,
     /// Variants to run, comma-separated: reference, timerfd (the engine), badsleep,
