@@ -280,7 +280,7 @@ pub fn bootstrap_median_ci(samples: &[f64], resamples: usize, seed: u64) -> Opti
     let mut scratch = vec![0.0; samples.len()];
     let mut medians = Vec::with_capacity(resamples);
     for _ in 0..resamples {
-        for s in scratch.iter_mut() {
+        for s in &mut scratch {
             *s = samples[rng.below(samples.len())];
         }
         medians.push(median_in_place(&mut scratch));

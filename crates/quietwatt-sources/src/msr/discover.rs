@@ -250,8 +250,7 @@ pub(super) fn find(root: &SysRoot) -> Result<Found> {
             return Err(Error::MechanismUnavailable {
                 mechanism: Mechanism::Msr.name(),
                 why: format!(
-                    "RAPL registers are known for Intel, AMD and Hygon only; this CPU is {}",
-                    ident
+                    "RAPL registers are known for Intel, AMD and Hygon only; this CPU is {ident}"
                 ),
             })
         }
