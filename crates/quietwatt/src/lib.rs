@@ -111,6 +111,7 @@ pub mod stats;
 pub use source::inkernel;
 pub mod kernel_figures;
 pub mod ticker;
+pub mod warning;
 pub mod writer;
 
 pub use meter::{EnergyReport, Meter};
@@ -121,3 +122,4 @@ pub use session::{measure, Report, SampleRow, Session, SessionConfig};
 pub use sink::{Format, Metadata, Sink};
 pub use source::{Mechanism, Selection, Source};
 pub use ticker::Hertz;
+pub use warning::{Warning, WarningKind};

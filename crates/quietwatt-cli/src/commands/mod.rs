@@ -138,13 +138,16 @@ pub fn rate_words(rate: &Rate) -> String {
 
 /// Adds the engine's warnings (`--rt` refused, a raised minimum rate) to the
 /// report's `warnings` array in a `--json` object.
-pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
+pub fn append_warnings(v: &mut serde_json::Value, warnings: &[impl std::fmt::Display]) {
     if warnings.is_empty() {
         return;
     }
+    let texts = warnings
+        .iter()
+        .map(|w| serde_json::Value::from(w.to_string()));
     match v.get_mut("warnings").and_then(|w| w.as_array_mut()) {
-        Some(a) => a.extend(warnings.iter().map(|w| serde_json::Value::from(w.as_str()))),
-        None => v["warnings"] = warnings.to_vec().into(),
+        Some(a) => a.extend(texts),
+        None => v["warnings"] = texts.collect(),
     }
 }
 
