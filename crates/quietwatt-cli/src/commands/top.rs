@@ -3,7 +3,8 @@
 //! Each refresh reads the package energy, hands it as one sample to the
 //! attribution's sink (quietwatt-attribution: the sched_switch accounting splits
 //! it exactly), and shows what each entity drew since the previous refresh. Keys:
-//! `p` processes, `c` cgroups, `q` quits (Ctrl-C too).
+//! `p` processes, `c` cgroups, `q` quits (Ctrl-C too). In batch mode (`-b`, or
+//! stdout not a terminal) it prints plain screens one after the other, as top(1) -b.
 
 use super::attribute::ByArg;
 use crate::emulated::Environment;
@@ -16,7 +17,7 @@ use quietwatt_attribution::{
     AttributionSink, By, Entity, EntityTotal, IdlePower, LongFormat, Names, Totals,
 };
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,22 @@ pub struct Args {
     /// Mechanism to read (default: the best that works here).
     #[arg(short, long)]
     mechanism: Option<quietwatt::Mechanism>,
+    /// Batch mode, as top(1)'s: plain lines, one screen after the other, no escape
+    /// codes and no keys read; for a pipe or a file. On whenever stdout is not a
+    /// terminal.
+    #[arg(short = 'b', long)]
+    batch: bool,
+}
+
+/// A screen as batch mode prints it: without the clear-screen codes, the keys'
+/// line or carriage returns, and a blank line after it.
+fn plain(screen: &str) -> String {
+    let mut text: String = screen
+        .replace("\x1b[H\x1b[2J", "")
+        .replace("p: processes  c: cgroups  q: quit\r\n", "")
+        .replace("\r\n", "\n");
+    text.push('\n');
+    text
 }
 
 /// The terminal in non-canonical mode without echo (keys arrive one by one),
@@ -161,7 +178,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut prev_energy = 0u64;
     let mut names = Names::new();
     install();
-    let term = RawTerminal::enter();
+    let batch = args.batch || !std::io::stdout().is_terminal();
+    // In batch mode the terminal, if any, is left alone: no key is read.
+    let term = if batch {
+        RawTerminal(None)
+    } else {
+        RawTerminal::enter()
+    };
     let period = Duration::from_secs_f64(args.interval);
     let mut next = Instant::now() + period;
     let mut shown = 0u64;
@@ -281,6 +304,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             // Exact: the entities' and the unattributed parts add up to the package.
             w(pkg.saturating_sub(rows.iter().map(|r| r.1).sum()))
         ));
+        if batch {
+            screen = plain(&screen);
+        }
         let _ = out.write_all(screen.as_bytes());
         let _ = out.flush();
         prev = now.entities.clone();
