@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// An attribution error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AttributionError {
     /// The accounting program could not be loaded or read.
     #[error("the in-kernel accounting failed: {0}")]

@@ -14,6 +14,7 @@ mod commands;
 mod emulate_cmd;
 mod emulated;
 mod exit;
+mod help;
 mod schema;
 mod signals;
 
@@ -52,39 +53,56 @@ Options of every measuring command (before or after its name):
       --emulate <WHEN>   off (default): this machine; auto: quietwatt's built-in RAPL
                          emulator when nothing here can measure; on: the emulator always
 
-`quietwatt COMMAND --help` for a command's own options.";
+`quietwatt COMMAND --help` for a command's own options.
+
+Examples:
+  quietwatt doctor                       what works here, and the fix for what does not
+  quietwatt run -- make -j8              the energy of a command
+  quietwatt --emulate on run -- sleep 1  the same against the built-in emulator";
 
 #[derive(Subcommand)]
 enum Command {
     /// List the mechanisms available here (and why others are not) and the domains per socket.
+    #[command(after_help = help::LIST)]
     List(commands::list::Args),
     /// Check each mechanism and print the exact fix for what does not work.
+    #[command(after_help = help::DOCTOR)]
     Doctor(commands::doctor::Args),
     /// Run a command and print the energy it took.
+    #[command(after_help = help::RUN)]
     Run(commands::run::Args),
     /// Record a time series of energy per domain to a file or stdout, for a while or
     /// while a command runs.
+    #[command(after_help = help::RECORD)]
     Record(commands::record::Args),
     /// Read every working mechanism over the same interval and flag domains where they disagree.
+    #[command(after_help = help::CHECK)]
     Check(commands::check::Args),
     /// Compare commands by their energy, as hyperfine compares their time: runs
     /// interleaved in shuffled order, mean ± CI per command, the ratio to the
     /// reference with its interval, Welch's and Wilcoxon's tests, the Hodges-Lehmann
     /// shift; `--fail-if-more-than PCT` for CI (exit 3).
+    #[command(after_help = help::COMPARE)]
     Compare(commands::energy_bench::Args),
     /// Benchmarks and the overhead lab: sampler, latency, workload, overhead, wakeup.
+    #[command(after_help = help::BENCH)]
     Bench(commands::bench::Args),
     /// Energy models of OS events (page faults, context switches, wake-ups): costs
     /// per event fitted over swept runs, written to a JSON file; `model validate` checks one.
+    #[command(after_help = help::MODEL)]
     Model(commands::model::Args),
     /// Convert a recording (and its `--events` file) into a Chrome JSON trace for Perfetto UI or chrome://tracing.
+    #[command(after_help = help::TRACE)]
     Trace(commands::trace::Args),
     /// Serve the energy counters to Prometheus (/metrics, text or OpenMetrics) until stopped.
+    #[command(after_help = help::SERVE)]
     Serve(commands::serve::Args),
     /// Processes or cgroups by watts, live (the package energy split at each context
     /// switch; root and a kernel with BTF): p processes, c cgroups, q quit.
+    #[command(after_help = help::TOP_CMD)]
     Top(commands::top::Args),
     /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
+    #[command(after_help = help::EMULATE)]
     Emulate(emulate_cmd::EmulateArgs),
 }
 

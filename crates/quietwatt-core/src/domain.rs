@@ -9,6 +9,7 @@ use std::str::FromStr;
 /// the ones every output of quietwatt uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Domain {
     /// The whole processor package (or die): cores, caches, uncore.
     Package,

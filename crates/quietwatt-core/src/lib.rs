@@ -38,6 +38,7 @@
 
 pub mod counter;
 pub mod domain;
+pub mod duration;
 pub mod frequency;
 pub mod units;
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 /// Anything that can go wrong configuring, mounting or unmounting the emulator.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The configuration cannot describe a RAPL machine.
     #[error("invalid emulator configuration: {0}")]

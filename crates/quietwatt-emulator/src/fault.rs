@@ -247,7 +247,7 @@ impl FromStr for Fault {
             why,
         };
         let (body, at) = match spec.trim().split_once('@') {
-            Some((b, t)) => (b, Some(parse_duration(t).map_err(err)?)),
+            Some((b, t)) => (b, Some(parse_duration(t).map_err(|e| err(e.to_string()))?)),
             None => (spec.trim(), None),
         };
         let (kind, target) = body

@@ -140,7 +140,8 @@ pub fn energy_register(amd: bool, domain: Domain) -> Option<u64> {
         (false, Domain::Psys) => Some(MSR_PLATFORM_ENERGY_STATUS),
         (true, Domain::Package) => Some(MSR_AMD_PKG_ENERGY_STATUS),
         (true, Domain::Core) => Some(MSR_AMD_CORE_ENERGY_STATUS),
-        (true, _) => None,
+        // AMD has only package and core; no register is known for a newer domain.
+        _ => None,
     }
 }
 

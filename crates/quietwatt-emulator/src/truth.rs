@@ -28,6 +28,7 @@ const PPM: u128 = 1_000_000;
 /// How a counter was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
+// Exhaustive on purpose: tests match it so that a newly served mechanism is covered.
 pub enum Mechanism {
     /// `energy_uj` of a powercap zone (`intel-rapl` or `intel-rapl-mmio`).
     Powercap,

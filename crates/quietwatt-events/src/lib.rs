@@ -86,6 +86,7 @@ use std::str::FromStr;
 
 /// What can go wrong while opening or reading event counters.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EventsError {
     /// `--events` named a group that does not exist.
     #[error("unknown event group '{0}': expected a comma-separated list of cstate, faults, sched (or all)")]

@@ -86,6 +86,7 @@ impl Default for LatencyConfig {
 /// Why the benchmark could not run at all (a row that cannot be measured is not
 /// an error: it is a row saying why).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LatencyError {
     /// A setting that cannot work.
     #[error("invalid setting: {0}")]
@@ -279,7 +280,7 @@ pub fn bootstrap_median_ci(samples: &[f64], resamples: usize, seed: u64) -> Opti
     let mut scratch = vec![0.0; samples.len()];
     let mut medians = Vec::with_capacity(resamples);
     for _ in 0..resamples {
-        for s in scratch.iter_mut() {
+        for s in &mut scratch {
             *s = samples[rng.below(samples.len())];
         }
         medians.push(median_in_place(&mut scratch));

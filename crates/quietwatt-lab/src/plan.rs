@@ -18,6 +18,7 @@ pub const DEFAULT_SEED: u64 = 0x0002_2024;
 
 /// Why an experiment could not go on (a failed run is not one: it is a row).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExperimentError {
     /// The plan cannot be run.
     #[error("invalid plan: {0}")]

@@ -36,6 +36,7 @@ const SANS_SERIF: [&str; 6] = [
 
 /// Why an SVG could not become a PNG.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PngError {
     /// The document is not SVG that resvg can read.
     #[error("the plot is not a valid SVG document: {0}")]

@@ -104,6 +104,7 @@ pub struct Spec {
 
 /// Why a workload could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkloadError {
     /// A size or thread count that cannot work.
     #[error("invalid {what}: {why}")]

@@ -191,8 +191,7 @@ fn priced_joules(
 ) -> std::result::Result<Option<f64>, String> {
     match (c.total_joules_per_event, c.total_joules_ci) {
         (Some(_), Some([lo, hi])) if lo <= 0.0 && hi >= 0.0 => Err(format!(
-            "the energy of {what} is not priced: the model's energy per event is indistinguishable from zero (95 % CI [{:.3e}, {:.3e}] J)",
-            lo, hi
+            "the energy of {what} is not priced: the model's energy per event is indistinguishable from zero (95 % CI [{lo:.3e}, {hi:.3e}] J)"
         )),
         (j, _) => Ok(j.map(|j| j * count as f64)),
     }

@@ -11,6 +11,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong while discovering or reading energy counters.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A file could not be opened or read.
     #[error("{path}: {source}")]
@@ -119,6 +120,7 @@ fn on_cpu(detail: &str, cpu: Option<u32>) -> String {
 /// with the two kinds a measuring library adds: the caller's mistake, and a machine
 /// that cannot measure at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// Something broke that the same call will hit again: a counter reading garbage,
     /// a kernel file of unexpected content, data a fit cannot use. Stop, and report it.

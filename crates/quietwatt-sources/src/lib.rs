@@ -66,6 +66,7 @@ use std::time::{Duration, Instant};
 /// A way of reading RAPL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Mechanism {
     /// powercap sysfs: `/sys/class/powercap/intel-rapl:*/energy_uj`.
     Powercap,

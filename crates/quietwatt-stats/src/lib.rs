@@ -109,6 +109,7 @@ pub const EXACT_MAX_CELLS: usize = 10_000_000;
 /// Why a statistic could not be computed from the data given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
 #[serde(tag = "error", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StatsError {
     /// A group has fewer samples than the statistic needs.
     #[error("too few samples ({x} and {y}; at least {min} in each group)")]

@@ -23,7 +23,7 @@ pub struct MeasuredCommand {
     /// What measuring cost.
     pub overhead: Overhead,
     /// Things refused that did not stop the measurement (`--rt` without permission).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// A reading that failed mid-way: the report covers up to the last good sample.
     pub error: Option<Error>,
     /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
@@ -78,7 +78,12 @@ pub fn measure_watched_into(
     let (run, status) = drive(meter, sink, &config, None, |_| spawn_and_wait(cmd, watch))?;
     let kernel = run.kernel(meter);
     let mut warnings = run.warnings;
-    warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));
+    warnings.extend(
+        kernel
+            .iter()
+            .flat_map(KernelFigures::warnings)
+            .map(crate::Warning::kernel_side),
+    );
     Ok(MeasuredCommand {
         report: meter.report(),
         status,

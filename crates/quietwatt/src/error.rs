@@ -17,6 +17,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong while measuring.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Finding or reading the counters failed (see [`SourceError`]: a missing or
     /// unreadable counter, one that vanished or reads garbage, a mechanism that

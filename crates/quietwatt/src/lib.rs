@@ -81,7 +81,7 @@
 //! ```
 #![deny(missing_docs)]
 
-pub use quietwatt_core::{counter, domain, frequency, units};
+pub use quietwatt_core::{counter, domain, duration, frequency, units};
 
 pub mod error;
 pub use quietwatt_sources::{cpuinfo, doctor, quirks, root, topology};
@@ -109,6 +109,7 @@ pub use source::inkernel;
 pub mod kernel_figures;
 pub mod ticker;
 pub mod transform;
+pub mod warning;
 pub mod writer;
 
 pub use meter::{EnergyReport, Meter};
@@ -119,3 +120,4 @@ pub use session::{measure, Report, SampleRow, Session, SessionConfig};
 pub use sink::{Format, Metadata, Sink};
 pub use source::{Mechanism, Selection, Source};
 pub use ticker::Hertz;
+pub use warning::{Warning, WarningKind};

@@ -21,6 +21,7 @@ use crate::sampler::{self, Control, Rate, Setup, HEADER_WORDS, MAX_CHANNELS};
 use crate::source::Mode;
 use crate::ticker::{Hertz, Pacing, TimerFd};
 use crate::units::EnergyUnit;
+use crate::warning::Warning;
 use crate::writer;
 use std::io;
 use std::path::Path;
@@ -101,7 +102,7 @@ pub struct Recording {
     pub overhead: Overhead,
     /// Things refused that did not stop the recording (`--rt` without permission, a
     /// raised minimum rate).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
     pub kernel: Option<KernelFigures>,
     /// What the output holds when a write failed (a full disk): less than
@@ -214,8 +215,13 @@ pub(crate) fn record_between<T>(
         None => run.read_error,
     };
     let mut warnings = run.warnings;
-    warnings.extend(kernel.iter().flat_map(KernelFigures::warnings));
-    warnings.extend(hidden_turns(meter, run.longest_ns));
+    warnings.extend(
+        kernel
+            .iter()
+            .flat_map(KernelFigures::warnings)
+            .map(Warning::kernel_side),
+    );
+    warnings.extend(hidden_turns(meter, run.longest_ns).map(Warning::rate));
     let output_short = matches!(error, Some(Error::Output { .. })).then(|| OutputContent {
         duration: match (run.held.last_t_ns, meter.first_reading_ns()) {
             (Some(last), Some(first)) => Duration::from_nanos(last.saturating_sub(first)),
@@ -279,7 +285,7 @@ pub(crate) struct EngineRun {
     pub longest_ns: u64,
     pub read_error: Option<Error>,
     pub write_error: Option<io::Error>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl EngineRun {
@@ -309,10 +315,10 @@ pub(crate) fn drive<T>(
         });
     }
     let units: Vec<EnergyUnit> = meter.channels().iter().map(|c| c.unit).collect();
-    let mut warnings = Vec::new();
+    let mut rate_notes = Vec::new();
     let mode = meter.mode();
     let (adaptive, start) = match mode {
-        Mode::Polled => adaptive(meter, config, &mut warnings)?,
+        Mode::Polled => adaptive(meter, config, &mut rate_notes)?,
         // The sampler wakes to drain; the kernel keeps its own rate.
         Mode::Buffered { drain, .. } => (None, drain),
     };
@@ -342,7 +348,8 @@ pub(crate) fn drive<T>(
     let (first_ns, _) = meter.sample()?;
     // Where the counters are read, unless the user said where (--cpu).
     let (cpu, notes) = sampler::placement(&meter.read_cpus(), config.cpu);
-    warnings.extend(notes);
+    let mut warnings: Vec<Warning> = rate_notes.into_iter().map(Warning::rate).collect();
+    warnings.extend(notes.into_iter().map(Warning::setup));
     let setup = Setup {
         cpu,
         cpu_from_counters: config.cpu.is_none(),
@@ -383,7 +390,7 @@ pub(crate) fn drive<T>(
         let waiter_start = ThreadUsage::current();
         let between_result = match ready_rx.recv() {
             Ok(Ok(w)) => {
-                warnings.extend(w);
+                warnings.extend(w.into_iter().map(Warning::setup));
                 between(control)
             }
             Ok(Err(e)) => Err(e),

@@ -604,7 +604,7 @@ fn the_sampler_runs_on_the_cpu_whose_perf_counters_it_reads() {
     // The last CPU first: a sampler left unpinned would often run elsewhere, so
     // this fails if the placement is not made; then the first, so that a sampler
     // always pinned to one fixed CPU fails too.
-    for &cpu in [cpus[cpus.len() - 1], cpus[0]].iter() {
+    for cpu in [cpus[cpus.len() - 1], cpus[0]] {
         let mut m = cpu_clock_meter(&[cpu]);
         assert_eq!(m.read_cpus(), vec![cpu]);
         let rec = run(&mut m, &mut Collect::default(), &config(200.0, 200));

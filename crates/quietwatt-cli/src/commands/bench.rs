@@ -25,22 +25,28 @@ pub enum Bench {
     /// relative-sleep loops (which lose ticks): achieved rate, missed deadlines,
     /// wake-up lateness, CPU per sample and its ratio to the floor, side by side,
     /// and whether the engine meets its targets.
+    #[command(after_help = crate::help::BENCH_SAMPLER)]
     Sampler(SamplerArgs),
     /// The cost of each primitive a RAPL reader is built from (rdtsc, cpuid, a
     /// syscall, clock_gettime, one read per mechanism and domain), timed with
     /// serialized rdtsc: median, p99, 95 % CI.
+    #[command(after_help = crate::help::BENCH_LATENCY)]
     Latency(super::lab::LatencyArgs),
     /// A built-in workload (ep, cg, idle) that prints its own solve time, as NAS
     /// benchmarks do: `quietwatt run -- quietwatt bench workload ep`.
+    #[command(after_help = crate::help::BENCH_WORKLOAD)]
     Workload(super::lab::WorkloadArgs),
     /// The overhead of monitoring: workloads x monitors x
     /// frequencies x repetitions in interleaved rounds, a resumable CSV, and the
     /// Wilcoxon / Holm / location-shift table.
+    #[command(after_help = crate::help::BENCH_OVERHEAD)]
     Overhead(super::lab::OverheadArgs),
     /// A caller/callee experiment: wake-up latency per idle
     /// state reached, two pinned threads, a futex signal at a fixed interval.
+    #[command(after_help = crate::help::BENCH_WAKEUP)]
     Wakeup(super::events::WakeupArgs),
     /// The same as `quietwatt compare`: commands compared by their energy.
+    #[command(after_help = crate::help::COMPARE)]
     Energy(super::energy_bench::Args),
 }
 
@@ -60,7 +66,7 @@ pub struct SamplerArgs {
     /// Target samples per second.
     #[arg(short, long, default_value = "1000")]
     freq: Hertz,
-    /// Seconds each variant runs.
+    /// How long each variant runs: seconds, or with a unit (500ms, 2m).
     #[arg(long, default_value = "10", value_parser = parse_duration)]
     duration: Duration,
     /// Variants to run, comma-separated: reference, timerfd (the engine), badsleep,

@@ -14,7 +14,7 @@ pub struct Args {
     /// Domains to compare, comma-separated (default: all).
     #[arg(short, long)]
     domains: Option<String>,
-    /// Seconds between the two rounds of reads.
+    /// Time between the two rounds of reads: seconds, or with a unit (500ms).
     #[arg(long, default_value = "1", value_parser = super::parse_duration)]
     interval: Duration,
     /// Flag a domain when its readings spread more than this percentage of their mean

@@ -32,6 +32,8 @@ impl From<TraceError> for Failure {
         let code = match &e {
             TraceError::Io { .. } => OUTPUT,
             TraceError::Format { .. } => USAGE,
+            // A trace error this CLI does not know yet: the trace could not be made.
+            _ => MEASUREMENT,
         };
         Failure::new(code, e.to_string())
     }

@@ -47,19 +47,10 @@ pub fn selection(domains: &Option<String>) -> Result<Selection, Failure> {
     }
 }
 
-/// Parses `--duration 10` or `2.5s`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    s.trim_end_matches('s')
-        .parse::<f64>()
-        .ok()
-        .and_then(|x| {
-            (x > 0.0)
-                .then(|| Duration::try_from_secs_f64(x).ok())
-                .flatten()
-        })
-        .ok_or_else(|| {
-            format!("invalid duration '{s}': give a positive number of seconds, e.g. 10 or 2.5")
-        })
+/// Parses a duration flag (`--duration 10`, `2.5s`, `500ms`, `2m`): quietwatt-core's
+/// one grammar (a bare number is seconds), more than zero.
+pub fn parse_duration(s: &str) -> Result<Duration, quietwatt::duration::InvalidDuration> {
+    quietwatt::duration::parse_positive_duration(s)
 }
 
 /// The sampler's options shared by `run` and `record` (each has its own `--freq`
@@ -147,13 +138,16 @@ pub fn rate_words(rate: &Rate) -> String {
 
 /// Adds the engine's warnings (`--rt` refused, a raised minimum rate) to the
 /// report's `warnings` array in a `--json` object.
-pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
+pub fn append_warnings(v: &mut serde_json::Value, warnings: &[impl std::fmt::Display]) {
     if warnings.is_empty() {
         return;
     }
+    let texts = warnings
+        .iter()
+        .map(|w| serde_json::Value::from(w.to_string()));
     match v.get_mut("warnings").and_then(|w| w.as_array_mut()) {
-        Some(a) => a.extend(warnings.iter().map(|w| serde_json::Value::from(w.as_str()))),
-        None => v["warnings"] = warnings.to_vec().into(),
+        Some(a) => a.extend(texts),
+        None => v["warnings"] = texts.collect(),
     }
 }
 

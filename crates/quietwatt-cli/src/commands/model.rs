@@ -24,16 +24,21 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Page faults: NPF, ODPA and COW swept over pages per execution.
+    #[command(after_help = crate::help::MODEL_PAGEFAULT)]
     Pagefault(PagefaultArgs),
     /// Context switches: a pipe ping-pong on one CPU against a no-switch baseline.
+    #[command(after_help = crate::help::MODEL_CTXSWITCH)]
     Ctxswitch(CtxswitchArgs),
     /// Wake-ups of an idle CPU (the caller/callee experiment of `bench wakeup`).
+    #[command(after_help = crate::help::MODEL_WAKEUP)]
     Wakeup(WakeupArgs),
     /// The three families, one after the other, into one file.
+    #[command(after_help = crate::help::MODEL_ALL)]
     All(AllArgs),
     /// Checks a model on a built-in application it was not fitted on (a box blur over
     /// an image) run with pre-touched, fresh and forked-copy output buffers:
     /// predicted against measured cost, error |E - M| / M.
+    #[command(after_help = crate::help::MODEL_VALIDATE)]
     Validate(ValidateArgs),
 }
 

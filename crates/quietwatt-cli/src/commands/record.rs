@@ -33,8 +33,8 @@ pub struct Args {
     freq: FreqArg,
     #[command(flatten)]
     sampler: SamplerArgs,
-    /// Stop after this many seconds (default: until Ctrl-C or SIGTERM, or the end
-    /// of the command).
+    /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until
+    /// Ctrl-C or SIGTERM, or the end of the command).
     #[arg(long, value_parser = parse_duration, conflicts_with = "command")]
     duration: Option<Duration>,
     /// Mechanism to read (default: the best that works here).

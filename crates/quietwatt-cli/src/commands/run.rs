@@ -2,10 +2,12 @@
 
 use super::{append_warnings, rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
-use crate::exit::{Failure, MEASUREMENT, NO_RAPL};
+use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
 use quietwatt::command::{measure_watched, MeasuredCommand};
 use quietwatt::source::Mode;
 use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
+use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Arguments of `run`.
@@ -23,9 +25,21 @@ pub struct Args {
     freq: Option<FreqArg>,
     #[command(flatten)]
     sampler: SamplerArgs,
-    /// Print one JSON object on stdout (with an `overhead` object) instead of the table on stderr.
+    /// Print one JSON object (with an `overhead` object) instead of the table: on
+    /// stdout, after whatever the command printed there (give `-o FILE` to keep
+    /// them apart).
     #[arg(long)]
     json: bool,
+    /// Write the report (the table, or the `--json` object) to FILE instead of
+    /// stderr or stdout, as `perf stat -o`: the command's own output stays alone on
+    /// its streams. Warnings still go to stderr.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "repeat"
+    )]
+    output: Option<std::path::PathBuf>,
     /// Fail (exit 69) when no mechanism can measure here, instead of running the
     /// command and reporting its energy as `<not supported>` (a --mechanism named
     /// that cannot open always fails).
@@ -84,6 +98,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     super::exports::checked(
         &inputs,
         &[
+            ("-o", args.output.as_deref()),
             ("--export-json", args.export_json.as_deref()),
             ("--export-csv", args.export_csv.as_deref()),
             ("--export-markdown", args.export_markdown.as_deref()),
@@ -203,24 +218,33 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(s) = &share {
             v["share"] = s.json(pid);
         }
-        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+        emit_json(args.output.as_deref(), &v)?;
     } else {
-        print_report(
+        let mut text = report_text(
             &args.command.join(" "),
             &m.report,
             &config.rate,
             env.is_emulated(),
         );
+        if args.output.is_none() {
+            eprint!("{text}");
+            text.clear();
+        }
+        for w in &m.report.warnings {
+            eprintln!("quietwatt: warning: {w}");
+        }
         if let Some(s) = &share {
+            // The share's table is the attribution's own, on stderr.
             s.print(pid, &args.command.join(" "));
         }
         if let Some(e) = &estimate {
-            eprintln!("{}", quietwatt_model::attribution::text(e));
+            text += &format!("{}\n", quietwatt_model::attribution::text(e));
         }
-        eprintln!("{}", m.overhead);
+        text += &format!("{}\n", m.overhead);
         if let Some(k) = &m.kernel {
-            eprintln!("{k}");
+            text += &format!("{k}\n");
         }
+        emit_text(args.output.as_deref(), &text)?;
     }
     if let Some(e) = m.error {
         return Err(Failure::new(
@@ -256,16 +280,15 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
         });
         let mut v = v;
         crate::schema::stamp(&mut v, "run");
-        println!("{v}");
+        emit_json(args.output.as_deref(), &v)?;
     } else {
-        eprintln!();
-        eprintln!(" Energy of '{}':", args.command.join(" "));
-        eprintln!();
-        eprintln!("  {:>6}  {:<8} {:>16}", "socket", "domain", "energy (J)");
-        eprintln!("  {:>6}  {:<8} {:>16}", "", "total", "<not supported>");
-        eprintln!();
-        eprintln!("  {elapsed:.6} seconds elapsed");
-        eprintln!();
+        let what = args.command.join(" ");
+        let text = format!(
+            "\n Energy of '{what}':\n\n  {:>6}  {:<8} {:>16}\n  {:>6}  {:<8} {:>16}\n\n  \
+             {elapsed:.6} seconds elapsed\n\n",
+            "socket", "domain", "energy (J)", "", "total", "<not supported>"
+        );
+        emit_text(args.output.as_deref(), &text)?;
     }
     eprintln!(
         "quietwatt: warning: no energy measured: {reason}\n  run `quietwatt doctor` for what each \
@@ -275,27 +298,83 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
     Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
 }
 
-/// The human table, on stderr so that the command's own output stays clean. Every
-/// figure carries its ± bound (the counters' step, their update interval, and any
-/// interval lost to a reset or glitch).
+/// The `--json` object: to `-o FILE`, or on stdout.
+fn emit_json(output: Option<&Path>, v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    match output {
+        Some(p) => write_output(p, &(text + "\n")),
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// The table: to `-o FILE`, or on stderr.
+fn emit_text(output: Option<&Path>, text: &str) -> Result<(), Failure> {
+    match output {
+        Some(p) => write_output(p, text),
+        None => {
+            eprint!("{text}");
+            Ok(())
+        }
+    }
+}
+
+fn write_output(path: &Path, text: &str) -> Result<(), Failure> {
+    std::fs::write(path, text).map_err(|e| {
+        Failure::new(
+            OUTPUT,
+            format!(
+                "cannot write -o {}: {e}; give a path in a writable directory",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// The human table, on stderr so that the command's own output stays clean, then
+/// the report's warnings.
 pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
-    eprintln!();
-    eprintln!(
+    eprint!("{}", report_text(what, r, rate, emulated));
+    for w in &r.warnings {
+        eprintln!("quietwatt: warning: {w}");
+    }
+}
+
+/// The human table (without the warnings). Every figure carries its ± bound (the
+/// counters' step, their update interval, and any interval lost to a reset or
+/// glitch).
+pub fn report_text(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) -> String {
+    let mut s = String::new();
+    // writeln! to a String cannot fail.
+    macro_rules! out {
+        ($($t:tt)*) => {{
+            let _ = writeln!(s, $($t)*);
+        }};
+    }
+    out!();
+    out!(
         " Energy of '{what}' ({} mechanism{}, read at {}):",
         r.mechanism,
         if emulated { ", EMULATED" } else { "" },
         rate_words(rate)
     );
-    eprintln!();
-    eprintln!(
+    out!();
+    out!(
         "  {:>6}  {:<8} {:>14} {:>12} {:>12} {:>10}",
-        "socket", "domain", "energy (J)", "± (J)", "power (W)", "± (W)"
+        "socket",
+        "domain",
+        "energy (J)",
+        "± (J)",
+        "power (W)",
+        "± (W)"
     );
     // The digits each uncertainty supports (two significant); the JSON keeps all.
     let dj = |u: f64| quietwatt::units::decimals_for(u);
     for d in &r.domains {
         let (ej, ew) = (dj(d.uncertainty_j.0), dj(d.power_uncertainty_w.0));
-        eprintln!(
+        out!(
             "  {:>6}  {:<8} {:>14.ej$} {:>12.ej$} {:>12.ew$} {:>10.ew$}",
             d.socket,
             d.domain,
@@ -313,29 +392,39 @@ pub fn print_report(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) {
     ) {
         (Some(e), Some(u), Some(p), Some(pu)) => {
             let (ej, ew) = (dj(u.0), dj(pu.0));
-            eprintln!(
+            out!(
                 "  {:>6}  {:<8} {:>14.ej$} {:>12.ej$} {:>12.ew$} {:>10.ew$}   = {}",
-                "", "total", e.0, u.0, p.0, pu.0, r.total_rule
+                "",
+                "total",
+                e.0,
+                u.0,
+                p.0,
+                pu.0,
+                r.total_rule
             )
         }
-        _ => eprintln!(
+        _ => out!(
             "  {:>6}  {:<8} {:>14}   (nothing selected can be totalled: see the warnings)",
-            "", "total", "-"
+            "",
+            "total",
+            "-"
         ),
     }
     if let Some(f) = &r.finer_total {
         let ej = dj(f.uncertainty_j.0);
-        eprintln!(
+        out!(
             "  {:>6}  {:<8} {:>14.ej$} {:>12.ej$}   = {} (finer than psys)",
-            "", "", f.energy_j.0, f.uncertainty_j.0, f.rule
+            "",
+            "",
+            f.energy_j.0,
+            f.uncertainty_j.0,
+            f.rule
         );
     }
-    eprintln!();
-    eprintln!("  {:.6} seconds measured", r.duration_s);
-    eprintln!();
-    for w in &r.warnings {
-        eprintln!("quietwatt: warning: {w}");
-    }
+    out!();
+    out!("  {:.6} seconds measured", r.duration_s);
+    out!();
+    s
 }
 
 /// The `--json` summary of a measured command, as `run` prints it for every

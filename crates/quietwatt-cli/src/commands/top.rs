@@ -4,7 +4,8 @@
 //! attribution transform (quietwatt-attribution: the sched_switch accounting splits
 //! it exactly; no rows, no output), takes out what each entity drew since the
 //! previous refresh, and shows it. Keys:
-//! `p` processes, `c` cgroups, `q` quits (Ctrl-C too).
+//! `p` processes, `c` cgroups, `q` quits (Ctrl-C too). In batch mode (`-b`, or
+//! stdout not a terminal) it prints plain screens one after the other, as top(1) -b.
 
 use super::attribute::ByArg;
 use crate::emulated::Environment;
@@ -15,7 +16,7 @@ use quietwatt::transform::Transform;
 use quietwatt::units::Joules;
 use quietwatt::{DomainId, Meter};
 use quietwatt_attribution::{Attribution, By, Entity, IdlePower, Names, Options};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -47,6 +48,22 @@ pub struct Args {
     /// Mechanism to read (default: the best that works here).
     #[arg(short, long)]
     mechanism: Option<quietwatt::Mechanism>,
+    /// Batch mode, as top(1)'s: plain lines, one screen after the other, no escape
+    /// codes and no keys read; for a pipe or a file. On whenever stdout is not a
+    /// terminal.
+    #[arg(short = 'b', long)]
+    batch: bool,
+}
+
+/// A screen as batch mode prints it: without the clear-screen codes, the keys'
+/// line or carriage returns, and a blank line after it.
+fn plain(screen: &str) -> String {
+    let mut text: String = screen
+        .replace("\x1b[H\x1b[2J", "")
+        .replace("p: processes  c: cgroups  q: quit\r\n", "")
+        .replace("\r\n", "\n");
+    text.push('\n');
+    text
 }
 
 /// The terminal in non-canonical mode without echo (keys arrive one by one),
@@ -142,7 +159,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let mut prev_energy = 0u64;
     let mut names = Names::new();
     install();
-    let term = RawTerminal::enter();
+    let batch = args.batch || !std::io::stdout().is_terminal();
+    // In batch mode the terminal, if any, is left alone: no key is read.
+    let term = if batch {
+        RawTerminal(None)
+    } else {
+        RawTerminal::enter()
+    };
     let period = Duration::from_secs_f64(args.interval);
     let mut next = Instant::now() + period;
     let mut shown = 0u64;
@@ -255,6 +278,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             // Exact: the entities' and the unattributed parts add up to the package.
             w(pkg.saturating_sub(rows.iter().map(|r| r.1).sum()))
         ));
+        if batch {
+            screen = plain(&screen);
+        }
         let _ = out.write_all(screen.as_bytes());
         let _ = out.flush();
         prev_energy = energy_uj;

@@ -95,6 +95,27 @@ fn frequencies_out_of_range_are_refused() {
 }
 
 #[test]
+fn durations_take_units_and_bad_ones_name_the_grammar() {
+    let m = mount(EmulatorConfig::default());
+    // One grammar with the emulator's: a unit, or a bare number of seconds.
+    for d in ["200ms", "0.2", "0.2s"] {
+        let o = quietwatt(m.root(), &["record", "-o", "/dev/null", "--duration", d]);
+        assert_eq!(code(&o), 0, "--duration {d}: {}", stderr(&o));
+    }
+    for d in ["-1", "0", "0ms", "5 parsecs", "NaN", ""] {
+        let flag = format!("--duration={d}");
+        let o = quietwatt(m.root(), &["record", "-o", "/dev/null", &flag]);
+        assert_eq!(code(&o), 2, "--duration {d:?}: {}", stderr(&o));
+        no_panic(&o);
+        let e = stderr(&o);
+        assert!(
+            e.contains("500ms") && e.contains("bare number is seconds"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn freq_bounds_without_freq_auto_are_refused_with_the_fix() {
     let m = mount(EmulatorConfig::default());
     for bound in ["--freq-min", "--freq-max"] {

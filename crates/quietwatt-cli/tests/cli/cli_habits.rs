@@ -635,6 +635,109 @@ fn help_texts_name_no_internals_and_the_global_options_once() {
     assert!(stderr(&o).contains("<not supported>"), "{}", stderr(&o));
 }
 
+/// The subcommands a help text lists under "Commands:" (without `help`).
+fn listed_subcommands(text: &str) -> Vec<String> {
+    let Some(start) = text.find("\nCommands:\n") else {
+        return Vec::new();
+    };
+    text[start + "\nCommands:\n".len()..]
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_commands_help_ends_with_examples() {
+    // Every command and subcommand, found from the help texts themselves so that a
+    // new one is checked too.
+    let mut todo: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(args) = todo.pop() {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let text = help(&argv);
+        let examples = text
+            .find("\nExamples:\n")
+            .unwrap_or_else(|| panic!("{args:?} --help has no Examples section:\n{text}"));
+        // At least one line that runs quietwatt, after the heading.
+        assert!(
+            text[examples..]
+                .lines()
+                .skip(2)
+                .any(|l| l.contains("quietwatt ")),
+            "{args:?}: the Examples section shows no command:\n{text}"
+        );
+        for sub in listed_subcommands(&text) {
+            let mut next = args.clone();
+            next.push(sub);
+            todo.push(next);
+        }
+        seen += 1;
+    }
+    // The top level, its commands, bench's and model's subcommands.
+    assert!(seen >= 20, "only {seen} help texts found");
+}
+
+#[test]
+fn run_dash_o_writes_the_report_to_the_file_and_leaves_the_commands_streams_alone() {
+    let m = mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = qw(m.root())
+        .args(["run", "--json", "-o"])
+        .arg(&json)
+        .args(["--", "echo", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The command's output alone on stdout: a pipe reads it unmixed.
+    assert_eq!(stdout(&o), "hi\n");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("a JSON file");
+    assert_eq!(v["schema"], "quietwatt.run/1", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(v["total_energy_j"].as_f64().unwrap() > 0.0, "{v}");
+
+    // The table too, as perf stat -o: in the file, not on stderr.
+    let table = dir.path().join("r.txt");
+    let o = qw(m.root())
+        .args(["run", "-o"])
+        .arg(&table)
+        .args(["--", "sh", "-c", "echo out; echo err >&2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "out\n");
+    assert!(!stderr(&o).contains("Energy of"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&table).unwrap();
+    assert!(
+        text.contains("Energy of 'sh -c") && text.contains("total"),
+        "{text}"
+    );
+
+    // Where the file cannot be written, nothing runs.
+    let o = qw(m.root())
+        .args([
+            "run",
+            "--json",
+            "-o",
+            "/nonexistent/dir/r.json",
+            "--",
+            "echo",
+            "ran",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(74), "{}", stderr(&o));
+    assert!(
+        !stdout(&o).contains("ran"),
+        "the command ran: {}",
+        stdout(&o)
+    );
+}
+
 /// Spawns quietwatt with `args` in `dir`, waits for a `sleep` among its
 /// descendants (the run the signal will cut), sends SIGTERM.
 fn signal_series(root: &Path, dir: &Path, args: &[&str]) -> Output {

@@ -140,4 +140,28 @@ fn top_without_a_terminal_stops_after_its_iterations() {
         out.contains("by cgroup") && out.contains("idle power fitted"),
         "{out}"
     );
+    // Batch mode, as top -b: plain lines for a file, no escape codes, no keys.
+    assert!(!out.contains('\x1b'), "escape codes in a pipe: {out:?}");
+    assert!(!out.contains('\r') && !out.contains("q: quit"), "{out:?}");
+}
+
+/// `top -b -n 1 > file`: the file holds one plain screen.
+#[test]
+fn top_batch_mode_writes_plain_text_to_a_file() {
+    let m = common::mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("top.txt");
+    let status = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("--root")
+        .arg(m.root())
+        .args(["top", "-b", "-d", "0.2", "-n", "1"])
+        .env_remove("QUIETWATT_ROOT")
+        .stdout(std::fs::File::create(&path).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success(), "top -b -n 1 failed (root and BTF needed)");
+    let bytes = std::fs::read(&path).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!bytes.contains(&0x1b), "an ESC byte in {text:?}");
+    assert_eq!(text.matches("quietwatt top - package").count(), 1, "{text}");
 }

@@ -55,6 +55,8 @@ impl Domains {
             Domain::Uncore => self.uncore,
             Domain::Dram => self.dram,
             Domain::Psys => self.psys,
+            // A domain added to quietwatt-core after this emulator: not emulated.
+            _ => false,
         }
     }
 }
@@ -90,7 +92,8 @@ impl DomainWatts {
             Domain::Core => Some(&mut self.core),
             Domain::Uncore => Some(&mut self.uncore),
             Domain::Dram => Some(&mut self.dram),
-            Domain::Psys => None,
+            // psys is not per socket; a domain this emulator does not know has no power.
+            _ => None,
         }
     }
 
@@ -111,7 +114,8 @@ impl DomainWatts {
             Domain::Core => self.core,
             Domain::Uncore => self.uncore,
             Domain::Dram => self.dram,
-            Domain::Psys => 0.0,
+            // psys, and any domain this emulator does not know: no per-socket power.
+            _ => 0.0,
         }
     }
 }

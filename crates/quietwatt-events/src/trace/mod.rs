@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// What can go wrong reading a recording back.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TraceError {
     /// The file could not be read.
     #[error("{path}: {source}")]

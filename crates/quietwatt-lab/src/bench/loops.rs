@@ -171,7 +171,7 @@ pub(super) fn run_variant(
                 &AtomicBool::new(false),
             )
             .map_err(|s| s.error)?;
-            warnings.extend(rec.warnings);
+            warnings.extend(rec.warnings.into_iter().map(|w| w.message));
             let o = rec.overhead;
             (
                 LoopFigures {

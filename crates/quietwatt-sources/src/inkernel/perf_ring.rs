@@ -41,6 +41,7 @@ use std::path::PathBuf;
 
 /// Why opening the perf-ring sampler failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum OpenError {
     /// The kernel refused an event as a member of the cpu-clock group although it
     /// opens alone: the events can still be polled.

@@ -120,7 +120,17 @@ pub(super) struct Found {
 
 /// Discovers the registers under `root`, keeping the devices it opened.
 pub(super) fn find(root: &SysRoot) -> Result<Found> {
-    let topo = Topology::read(root)?;
+    // No CPU list at all: no machine under this root (a wrong --root), not a broken one.
+    let topo = Topology::read(root).map_err(|e| match e {
+        Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::NoDomains {
+                mechanism: Mechanism::Msr.name(),
+                root: root.dir().to_path_buf(),
+                why: format!("{} does not exist: no CPUs under this root", path.display()),
+            }
+        }
+        e => e,
+    })?;
     let mut notes = Vec::new();
     let cpu = match CpuInfo::read(root) {
         Ok(c) => Some(c),
@@ -250,8 +260,7 @@ pub(super) fn find(root: &SysRoot) -> Result<Found> {
             return Err(Error::MechanismUnavailable {
                 mechanism: Mechanism::Msr.name(),
                 why: format!(
-                    "RAPL registers are known for Intel, AMD and Hygon only; this CPU is {}",
-                    ident
+                    "RAPL registers are known for Intel, AMD and Hygon only; this CPU is {ident}"
                 ),
             })
         }

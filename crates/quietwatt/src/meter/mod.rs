@@ -6,6 +6,7 @@ use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
 use crate::error::{Error, Result, SourceError};
 use crate::source::{Channel, Mechanism, Mode, Reading, Source};
 use crate::units::Joules;
+use crate::warning::{Warning, WarningKind};
 use std::time::Duration;
 
 pub use crate::ticker::monotonic_ns;
@@ -490,22 +491,25 @@ impl Meter {
         let live_psys: Vec<usize> = psys.iter().copied().filter(|&i| moved[i]).collect();
         let dead_psys: Vec<usize> = psys.iter().copied().filter(|&i| !moved[i]).collect();
         if !psys.is_empty() && live_psys.is_empty() {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Total, format!(
                 "psys ({}) did not move during the run: it is disabled by the firmware, or read on a package that is not the one that reports it; it is left out of the total",
                 names(&ids, &dead_psys)
-            ));
+            )));
         } else if !dead_psys.is_empty() {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Total, format!(
                 "psys reads 0 on {}: only one package reports psys (as on Sapphire and Emerald Rapids); {} is the one",
                 names(&ids, &dead_psys),
                 names(&ids, &live_psys[..1])
-            ));
+            )));
         }
         if live_psys.len() > 1 {
-            warnings.push(format!(
-                "psys moved on {}: a platform has one psys; only {} is counted in the total",
-                names(&ids, &live_psys),
-                ids[live_psys[0]]
+            warnings.push(Warning::new(
+                WarningKind::Total,
+                format!(
+                    "psys moved on {}: a platform has one psys; only {} is counted in the total",
+                    names(&ids, &live_psys),
+                    ids[live_psys[0]]
+                ),
             ));
         }
         let members = total_members_live(&ids, &moved);
@@ -529,7 +533,7 @@ impl Meter {
                         if t.uncertainty_j.0 > 2.0 * f.uncertainty_j.0
                             && t.uncertainty_j.0 > DOMINATED * t.energy_j.0 / 5.0 =>
                     {
-                        warnings.push(format!(
+                        warnings.push(Warning::new(WarningKind::Resolution, format!(
                             "psys moves in coarse steps here (about every {:.1} ms, {:.3} J a step): the total {:.6} ± {:.6} J is coarse for this run; {} = {:.6} ± {:.6} J is finer but leaves out the rest of the platform",
                             domains[*p].update_interval_s * 1e3,
                             domains[*p]
@@ -541,7 +545,7 @@ impl Meter {
                             total_rule_of(&ids, &rest),
                             f.energy_j.0,
                             f.uncertainty_j.0
-                        ));
+                        )));
                         Some(FinerTotal {
                             rule: total_rule_of(&ids, &rest),
                             energy_j: f.energy_j,
@@ -567,10 +571,10 @@ impl Meter {
             };
             let (c, pk) = (&domains[i], &domains[p]);
             if c.energy_j.0 - pk.energy_j.0 > c.uncertainty_j.0 + pk.uncertainty_j.0 {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Counter, format!(
                     "{id} ({:.6} ± {:.6} J) exceeds {} ({:.6} ± {:.6} J), which contains it: one of the two counters is wrong (a frozen, reset or misreported package counter)",
                     c.energy_j.0, c.uncertainty_j.0, ids[p], pk.energy_j.0, pk.uncertainty_j.0
-                ));
+                )));
             }
         }
 
@@ -595,12 +599,18 @@ impl Meter {
             })
             .collect();
         for (e, r) in self.t.events.iter().zip(&events) {
-            warnings.push(event_warning(r, &self.channels()[e.channel]));
+            warnings.push(Warning::new(
+                WarningKind::Counter,
+                event_warning(r, &self.channels()[e.channel]),
+            ));
         }
         if self.t.events_dropped > 0 {
-            warnings.push(format!(
-                "{} more counter resets, steps back or jumps were not listed",
-                self.t.events_dropped
+            warnings.push(Warning::new(
+                WarningKind::Counter,
+                format!(
+                    "{} more counter resets, steps back or jumps were not listed",
+                    self.t.events_dropped
+                ),
             ));
         }
 
@@ -616,19 +626,19 @@ impl Meter {
             }
             let still = Duration::from_nanos(self.t.last_ns.saturating_sub(changed));
             if still >= STALE_AFTER {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Counter, format!(
                     "{} ({}): the counter did not advance during the last {:.3} s: a frozen counter, or a domain drawing no power",
                     c.id,
                     c.origin.display(),
                     still.as_secs_f64()
-                ));
+                )));
             } else if d.energy_j.0 == 0.0 && elapsed > Duration::ZERO {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Resolution, format!(
                     "{}: the counter did not move during the {:.6} s measured: the run is shorter than the counter's update interval, so its energy lies between 0 and what the domain can draw over it (≤ {:.6} J, the uncertainty); repeat the work until it lasts 0.1 s or more to resolve it",
                     c.id,
                     elapsed.as_secs_f64(),
                     d.uncertainty_j.0
-                ));
+                )));
             }
         }
         if let Some(t) = &total {
@@ -636,7 +646,7 @@ impl Meter {
                 let p = t.energy_j.per(elapsed).0.max(f64::MIN_POSITIVE);
                 // Long enough for the fixed part (quantum + one update) to be 1 %.
                 let need = t.uncertainty_j.0 / (0.01 * p);
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Resolution, format!(
                     "the total's uncertainty (± {:.6} J) is {:.0} % of it: over {:.3} s the counters' resolution dominates (their step and ~{:.1} ms update interval); measure for at least {:.2} s for 1 %",
                     t.uncertainty_j.0,
                     100.0 * t.uncertainty_j.0 / t.energy_j.0,
@@ -647,7 +657,7 @@ impl Meter {
                         .fold(0.0, f64::max)
                         * 1e3,
                     need
-                ));
+                )));
             }
         }
 

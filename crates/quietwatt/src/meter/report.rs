@@ -97,7 +97,7 @@ pub struct EnergyReport {
     /// Resets, steps back and jumps of the counters.
     pub counter_events: Vec<CounterEventReport>,
     /// Things that make a figure doubtful.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
 }
 
 /// One counter's energy, and its uncertainty: the counter's quantum (a difference of

@@ -52,6 +52,7 @@ use crate::root::SysRoot;
 use crate::source::inkernel::{self, DEFAULT_DRAIN_HZ};
 use crate::source::{self, Mechanism, Mode, Selection, Source};
 use crate::ticker::{Hertz, TimerFd};
+use crate::warning::{Warning, WarningKind};
 use engine::{SamplerEnd, Shared, State};
 use guard::{Guard, Polled};
 use std::sync::atomic::Ordering;
@@ -164,7 +165,7 @@ pub struct Session {
     /// With a rate, the sampler thread, which owns the source.
     sampler: Option<JoinHandle<SamplerEnd>>,
     /// Said while starting (sampler placement, a rate too slow for the counters).
-    notes: Vec<String>,
+    notes: Vec<Warning>,
     /// The longest time a counter may go unread before it can wrap twice unseen.
     safe_gap: Option<Duration>,
 }
@@ -199,10 +200,10 @@ impl Session {
                 match inkernel::open(&config.root, m, &config.domains, freq, config.drain)? {
                     inkernel::Opened::InKernel(s) => Box::new(s) as Box<dyn Source>,
                     inkernel::Opened::Fallback { source, reason } => {
-                        notes.push(format!(
+                        notes.push(Warning::setup(format!(
                             "{m}: {reason}; the same events are polled through perf at {} Hz instead",
                             freq.hz()
-                        ));
+                        )));
                         source
                     }
                 }
@@ -236,11 +237,11 @@ impl Session {
             // A session keeps the caller's rate (its guard reads between), and says
             // what the one rule would have raised it to.
             if crate::safe_rate::safe_rate(f, safe_gap).raised {
-                notes.push(format!(
+                notes.push(Warning::rate(format!(
                     "a sampling period of {:.3} s is longer than the {:.3} s in which a counter can wrap twice at its domain's highest plausible power: a wrap could go unseen; sample faster",
                     f.period().as_secs_f64(),
                     safe.as_secs_f64()
-                ));
+                )));
             }
         }
         let rows = rate.map(|_| samples::SampleRing::new(config.samples_kept, channels.len()));
@@ -271,7 +272,7 @@ impl Session {
         let (polled, sampler, guard) = match (rate, outbox) {
             (Some(f), Some(outbox)) => {
                 let (handle, w) = engine::spawn(Arc::clone(&shared), source, outbox, f, t, raw)?;
-                notes.extend(w);
+                notes.extend(w.into_iter().map(Warning::setup));
                 (None, Some(handle), None)
             }
             _ => {
@@ -457,7 +458,10 @@ impl Session {
             let o = Overhead::new(c, ThreadUsage::default(), c.samples);
             if let Some(side) = &end.kernel {
                 let k = KernelFigures::new(side, c, ThreadUsage::default());
-                report.energy.warnings.extend(k.warnings());
+                report
+                    .energy
+                    .warnings
+                    .extend(k.warnings().into_iter().map(Warning::kernel_side));
                 report.kernel = Some(k);
             }
             report.overhead = Some(o);
@@ -514,22 +518,28 @@ impl Session {
         energy.warnings.extend(self.notes.iter().cloned());
         if let (None, Some(safe)) = (self.rate, self.safe_gap) {
             if st.longest_gap > safe {
-                energy.warnings.push(format!(
+                energy.warnings.push(Warning::rate(format!(
                     "{:.3} s passed between two readings, longer than the {:.3} s in which a counter can wrap twice at its domain's highest plausible power: a wrap could have gone unseen; give the session a rate",
                     st.longest_gap.as_secs_f64(),
                     safe.as_secs_f64()
-                ));
+                )));
             }
         }
         if st.merged > 0 {
-            energy.warnings.push(format!(
+            energy.warnings.push(Warning::new(
+                WarningKind::Sampling,
+                format!(
                 "{} reading(s) were folded into the next one: nobody read the session while its sampler's ring was full; the sample rows are coarser there, the energy is whole",
                 st.merged
+            ),
             ));
         }
         if let Some(e) = &st.error {
-            energy.warnings.push(format!(
-                "the sampling stopped early: {e}; the figures end at the last good reading"
+            energy.warnings.push(Warning::new(
+                WarningKind::Sampling,
+                format!(
+                    "the sampling stopped early: {e}; the figures end at the last good reading"
+                ),
             ));
         }
         Report {

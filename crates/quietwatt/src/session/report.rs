@@ -87,7 +87,7 @@ impl Report {
     }
 
     /// Things that make a figure doubtful.
-    pub fn warnings(&self) -> &[String] {
+    pub fn warnings(&self) -> &[crate::Warning] {
         &self.energy.warnings
     }
 }

@@ -250,6 +250,7 @@ impl Sink for NeedsFile {
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Format {
     /// Comma-separated values, metadata as leading `#` lines.
     #[default]
