@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod collector;
+mod config;
 mod exporter;
 pub mod exposition;
 pub mod http;
@@ -29,7 +30,8 @@ pub mod server;
 mod slots;
 
 pub use collector::{CollectError, Collector, ProcessCollector};
-pub use exporter::{Error, Exporter, ExporterConfig, Notice, RETRY};
+pub use config::{Error, ExporterConfig, Notice, RETRY};
+pub use exporter::Exporter;
 pub use exposition::{
     render, DomainSeries, Exposition, ExpositionFormat, Family, Kind, Sample, Unit, Value,
 };

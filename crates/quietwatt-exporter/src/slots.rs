@@ -3,8 +3,8 @@
 //! own session only; one for every domain when the kernel samples them), and each
 //! session's counters kept monotone across a failure and a reopening.
 
+use crate::config::{Error, ExporterConfig, Notice};
 use crate::exposition::DomainSeries;
-use crate::{Error, ExporterConfig, Notice};
 use quietwatt::inkernel::{self, Opened};
 use quietwatt::source::perf::{EventSpec, PerfEvents};
 use quietwatt::source::Mode;
