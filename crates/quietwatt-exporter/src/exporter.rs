@@ -11,6 +11,10 @@ use quietwatt::{Domain, DomainId, Hertz, Mechanism};
 use std::time::{Duration, Instant};
 
 /// The samplers, the collectors and the totals since the exporter started.
+///
+/// It is not `Send` (a collector may hold what cannot leave its thread, such as
+/// BPF objects): open it on the thread that refreshes it, as `serve` does on its
+/// main thread.
 pub struct Exporter {
     opener: Opener,
     slots: Vec<Slot>,

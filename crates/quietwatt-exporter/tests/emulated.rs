@@ -4,10 +4,12 @@
 //! hostile clients (garbage, an oversized head, silent and trickling
 //! connections) cannot keep from answering a good scrape.
 
+use quietwatt::session::SampleRow;
 use quietwatt::{Domain, Mechanism, Selection, SysRoot};
 use quietwatt_emulator::{Emulator, EmulatorConfig, Mechanism as Served};
 use quietwatt_exporter::{
-    render, Exporter, ExporterConfig, Exposition, ExpositionFormat, Notice, Server,
+    render, CollectError, Collector, Error, Exporter, ExporterConfig, Exposition, ExpositionFormat,
+    Family, Kind, Notice, Server, Value,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -239,6 +241,100 @@ fn a_counter_that_vanishes_and_comes_back_goes_on_from_where_it_stopped() {
         notices.lock().unwrap()
     );
     x.stop();
+}
+
+/// A collector that counts the package's samples and fails at its third refresh.
+struct Counting {
+    domain: Domain,
+    rows: u64,
+    refreshes: u32,
+}
+
+impl Collector for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+
+    fn samples_of(&self) -> Option<Domain> {
+        Some(self.domain)
+    }
+
+    fn sample(&mut self, _: &SampleRow) {
+        self.rows += 1;
+    }
+
+    fn collect(&mut self, out: &mut Vec<Family>) -> Result<(), CollectError> {
+        self.refreshes += 1;
+        let mut f = Family::new("test_rows", Kind::Counter, None, "Rows seen.");
+        f.push(
+            std::iter::empty::<(&str, String)>(),
+            Value::Count(self.rows),
+        );
+        out.push(f);
+        if self.refreshes == 3 {
+            return Err(CollectError("gone".into()));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_collector_gets_its_domains_samples_and_a_failing_one_is_dropped_not_the_energy() {
+    let m = mount(EmulatorConfig::default());
+    let (mut x, notices) = exporter(&m, &[Domain::Package]);
+    let refused = x.register(Box::new(Counting {
+        domain: Domain::Dram,
+        rows: 0,
+        refreshes: 0,
+    }));
+    assert!(
+        matches!(refused, Err(Error::NotRead(Domain::Dram))),
+        "{refused:?}"
+    );
+    x.register(Box::new(Counting {
+        domain: Domain::Package,
+        rows: 0,
+        refreshes: 0,
+    }))
+    .expect("the package is read");
+    let rows = |e: &Exposition| {
+        e.families
+            .iter()
+            .find(|f| f.name == "test_rows")
+            .map(|f| f.samples[0].value)
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let first = x.refresh();
+    // Every sample the exporter counted went through the collector.
+    assert_eq!(rows(&first), Some(Value::Count(first.samples)));
+    assert!(first.samples > 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = x.refresh();
+    std::thread::sleep(Duration::from_millis(100));
+    let failed = x.refresh();
+    assert_eq!(
+        rows(&failed),
+        None,
+        "a failing collector's families are left out"
+    );
+    let (e0, _, _) = series(&failed, "package");
+    std::thread::sleep(Duration::from_millis(200));
+    let after = x.refresh();
+    assert_eq!(rows(&after), None, "a failed collector is not asked again");
+    assert!(series(&after, "package").0 > e0, "the energy goes on");
+    let heard = notices.lock().unwrap();
+    assert_eq!(
+        heard
+            .iter()
+            .filter(|n| n.starts_with("CollectorFailed"))
+            .count(),
+        1,
+        "{heard:?}"
+    );
+    // Its families sit between the process's own and build_info.
+    let t = render(&first, ExpositionFormat::Text);
+    assert!(t.find("quietwatt_wakeups_total ").unwrap() < t.find("test_rows_total ").unwrap());
+    assert!(t.find("test_rows_total ").unwrap() < t.find("quietwatt_build_info{").unwrap());
 }
 
 /// A server on loopback over `m`'s package, refreshed by a thread of its own as
