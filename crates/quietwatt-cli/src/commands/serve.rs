@@ -124,16 +124,6 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     };
     let freq = hertz("--freq", args.freq)?;
     let drain = hertz("--drain-hz", args.drain_hz)?;
-    if args.stand_in_events
-        && !matches!(
-            args.mechanism,
-            Some(Mechanism::Perf | Mechanism::Ebpf | Mechanism::PerfRing)
-        )
-    {
-        return Err(Failure::usage(
-            "--stand-in-events reads perf software counters: use it with --mechanism perf, ebpf or perf-ring",
-        ));
-    }
     let auth = args
         .basic_auth_file
         .as_deref()
