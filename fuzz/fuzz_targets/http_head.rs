@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use quietwatt::export::http::{authorized, head_end, parse_head};
+use quietwatt_exporter::http::{authorized, head_end, parse_head};
 
 fuzz_target!(|data: &[u8]| {
     let end = head_end(data).unwrap_or(data.len());

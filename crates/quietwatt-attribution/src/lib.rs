@@ -26,6 +26,8 @@
 //!   for Python's `measure(share=...)`.
 //! - [`bounded`]: per-entity counters of bounded number for an exporter (the
 //!   heaviest lately, and "other"), monotone and conserved ([`Bounded`]).
+//! - [`exporter`]: the split as a collector of `quietwatt-exporter`, over
+//!   [`bounded`] and the [`sink`]'s totals.
 //!
 //! The model and its limits: `docs/attribution.md`.
 //!
@@ -58,6 +60,7 @@ mod bpf;
 mod bpf;
 pub mod error;
 mod legacy;
+pub mod exporter;
 pub mod model;
 pub mod names;
 pub mod sink;

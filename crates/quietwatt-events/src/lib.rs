@@ -22,8 +22,9 @@
 //! [`recorder`] is the thread and its CSV, [`summary`] the end-of-run report,
 //! [`wakeup`] the caller/callee experiment of paper 004 (Listing 1),
 //! [`power_profile`] the energy around a wake-up, [`bpf_idle`] and [`full_trace`]
-//! the BPF programs (feature `bpf`), and [`trace`] a recording read back and
-//! converted to the Chrome/Perfetto JSON trace format.
+//! the BPF programs (feature `bpf`), [`trace`] a recording read back and
+//! converted to the Chrome/Perfetto JSON trace format, and [`exporter`] the
+//! idle states and wake-ups as a collector of `quietwatt-exporter`.
 //!
 //! This crate sits above the engine (`quietwatt`): it takes the energy's clock,
 //! sinks and statistics from there, and its system calls from `quietwatt-sys`.
@@ -60,6 +61,7 @@
 pub mod bpf_idle;
 pub mod cpuidle;
 pub mod cstate;
+pub mod exporter;
 pub mod faults;
 #[cfg_attr(not(feature = "bpf"), path = "full_trace_off.rs")]
 pub mod full_trace;

@@ -58,6 +58,26 @@ impl ThreadUsage {
     }
 }
 
+/// The whole process's usage so far, every thread's (living or joined):
+/// `getrusage(RUSAGE_SELF)`, to the microsecond; `None` when the call fails.
+pub fn process_usage() -> Option<ThreadUsage> {
+    // SAFETY: getrusage only writes the zeroed struct it is given, which lives for
+    // the call.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return None;
+        }
+        ru
+    };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    Some(ThreadUsage {
+        cpu_ns: ns(ru.ru_utime) + ns(ru.ru_stime),
+        voluntary_switches: ru.ru_nvcsw as u64,
+        involuntary_switches: ru.ru_nivcsw as u64,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

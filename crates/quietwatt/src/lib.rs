@@ -94,7 +94,6 @@ pub use units::{EnergyUnit, Joules, Watts};
 
 pub mod adaptive;
 pub mod command;
-pub mod export;
 pub mod meter;
 pub mod overhead;
 pub mod record;

@@ -16,9 +16,6 @@ pub mod repeat;
 pub mod run;
 pub mod runs;
 pub mod serve;
-pub mod serve_attribution;
-pub mod serve_events;
-mod serve_http;
 pub mod top;
 pub mod trace;
 

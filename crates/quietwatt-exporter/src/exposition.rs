@@ -2,7 +2,7 @@
 //! from an [`Exposition`]: plain figures, so the rendering is tested without a
 //! session and served by whatever HTTP server the caller has.
 //!
-//! The metric families, all prefixed `quietwatt_`:
+//! The exporter's own metric families, all prefixed `quietwatt_`:
 //!
 //! | family | type | labels |
 //! |---|---|---|
@@ -14,28 +14,28 @@
 //! | `cpu_seconds_total` | counter | none |
 //! | `wakeups_total` | counter | none |
 //! | `build_info` | gauge (OpenMetrics: info) | `version` (`emulated="true"` from the emulator) |
-//! | `cpu_idle_entries_total` (`--events`) | counter | `cpu`, `state` |
-//! | `cpu_idle_seconds_total` (`--events`) | counter | `cpu`, `state` |
-//! | `cpu_wakeups_total` (`--events`) | counter | `cpu` |
-//! | `attributed_energy_joules_total` (attribution) | counter | `by`, `id`, `name`, `part` |
-//! | `attributed_cpu_seconds_total` (attribution) | counter | `by`, `id`, `name` |
-//! | `unattributed_energy_joules_total` (attribution) | counter | `part` |
-//! | `attribution_dropped_slices_total` (attribution) | counter | none |
+//!
+//! Between `missed_deadlines_total` and `build_info` come the [`Family`]s that
+//! [`crate::Collector`]s contributed, in the order they were registered: the
+//! process's own usage (`cpu_seconds_total`, `wakeups_total`,
+//! [`crate::ProcessCollector`]) first; then, in the `quietwatt` command, each
+//! CPU's idle states and wake-ups (`quietwatt_events::exporter`) and the package
+//! energy split among processes or cgroups (`quietwatt_attribution::exporter`).
 //!
 //! The label sets are bounded by the machine: one series per counter RAPL
 //! exposes, at most sockets × dies × 5 domains, and one mechanism per process;
-//! with the events, one series per CPU and idle state (cpuidle's states, a
-//! handful) and one per CPU; with the attribution, the few entities the caller
-//! chose plus `other` ([`AttributionFigures`]), each in two parts (`dynamic`,
-//! `idle`).
+//! a collector keeps its own bounded (one series per CPU and idle state; the few
+//! entities the caller chose plus `other`).
 //! Power is not exported: `rate(quietwatt_energy_joules_total[1m])` is watts, and
 //! a gauge of the power between two scrapes would depend on the scrape interval.
 
-use crate::session::Report;
+use quietwatt::session::Report;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// The two formats a scraper may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExpositionFormat {
     /// `text/plain; version=0.0.4`, what every Prometheus understands.
     Text,
@@ -147,21 +147,13 @@ pub struct Exposition {
     pub samples: u64,
     /// Sampling deadlines that passed without a reading.
     pub missed_deadlines: u64,
-    /// CPU time of the exporting process (user and system), seconds.
-    pub cpu_seconds: Option<f64>,
-    /// Times the exporting process slept and was woken (voluntary context switches).
-    pub wakeups: Option<u64>,
     /// The exporter's version, for `build_info`.
     pub version: String,
     /// Energies are rounded down to a multiple of this many joules (> 0): see
-    /// [`quantize`].
+    /// [`quantize`]. [`Value::Joules`] of every family too.
     pub resolution_j: f64,
-    /// Idle states per CPU since the exporter started (empty without events).
-    pub idle: Vec<IdleSeries>,
-    /// Wake-ups from idle per CPU since the exporter started (empty without events).
-    pub cpu_wakeups: Vec<WakeupSeries>,
-    /// The package energy split among processes or cgroups, when attributed.
-    pub attribution: Option<AttributionFigures>,
+    /// What the collectors contributed at the refresh, in their order.
+    pub families: Vec<Family>,
     /// Whether the figures come from quietwatt's emulator, not hardware: every
     /// energy series and `build_info` then carry `emulated="true"`, so that a
     /// dashboard fed by an exporter left on `--emulate auto` cannot pass them off
@@ -169,64 +161,122 @@ pub struct Exposition {
     pub emulated: bool,
 }
 
-/// The package energy split among processes or cgroups since the exporter started:
-/// a bounded set of entities and `other`, which with the unattributed part add up
-/// to the package energy that was split.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttributionFigures {
-    /// What the energy is split by: `process` or `cgroup` (the `by` label).
-    pub by: &'static str,
-    /// One series per entity exported, and `other` for the rest.
-    pub series: Vec<AttributedSeries>,
-    /// Dynamic energy no entity got (only the idle task ran), joules.
-    pub unattributed_dynamic_j: f64,
-    /// The share of the idle part that went to idle CPUs and time not seen, joules.
-    pub unattributed_idle_j: f64,
-    /// Context-switch slices lost in the kernel (their energy is unattributed).
-    pub dropped_slices: u64,
-    /// Whether an idle power (configured or fitted) sets the idle part apart.
-    /// Without one, nothing tells idle energy from the rest: each series is
-    /// exported once as `part="unsplit"`, never as `dynamic` (which would call the
-    /// idle power dynamic).
-    pub idle_split: bool,
+/// What a metric family is (its `# TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kind {
+    /// Never decreases while the exporter runs; its samples are `NAME_total`.
+    Counter,
+    /// Goes up and down; its samples are `NAME`.
+    Gauge,
+    /// Labels that describe the exporter, the value always 1; its samples are
+    /// `NAME_info` (a gauge in the text format).
+    Info,
 }
 
-/// One entity's (or `other`'s) part of the package energy.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttributedSeries {
-    /// The tgid or cgroup id (`id` label); `other` for everything else.
-    pub id: String,
-    /// The process's or cgroup's readable name (`name` label).
-    pub name: String,
-    /// Its share of the energy above the package's idle power, joules.
-    pub dynamic_j: f64,
-    /// Its share of the package's idle energy, joules.
-    pub idle_j: f64,
-    /// CPU time it ran, seconds.
-    pub cpu_seconds: f64,
+/// The unit of a family (OpenMetrics' `# UNIT`, and the suffix of its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unit {
+    /// Joules: the family's name ends in `_joules`.
+    Joules,
+    /// Seconds: the family's name ends in `_seconds`.
+    Seconds,
 }
 
-/// One CPU's use of one idle state since the exporter started.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IdleSeries {
-    /// The CPU.
-    pub cpu: u32,
-    /// The state's cpuidle name (`C1`, `C6`, `POLL`).
-    pub state: String,
-    /// Entries into the state (cpuidle's `usage`).
-    pub entries: u64,
-    /// Seconds in the state (cpuidle's `time`).
-    pub seconds: f64,
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Joules => "joules",
+            Unit::Seconds => "seconds",
+        }
+    }
 }
 
-/// One CPU's wake-ups from idle (exits of `power:cpu_idle`) since the exporter
-/// started.
+/// A sample's value, typed by its unit, which says how it is written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Value {
+    /// Joules, rounded down to the exposition's resolution ([`quantize`]) and
+    /// written with the decimals that show it.
+    Joules(f64),
+    /// Seconds, written with 6 decimals (microseconds).
+    Seconds(f64),
+    /// A count.
+    Count(u64),
+}
+
+/// One sample of a family: its labels and its value.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WakeupSeries {
-    /// The CPU.
-    pub cpu: u32,
-    /// Exits from idle.
-    pub wakeups: u64,
+pub struct Sample {
+    /// `(name, value)` pairs in the order written; values are escaped when written.
+    pub labels: Vec<(Cow<'static, str>, String)>,
+    /// The value.
+    pub value: Value,
+}
+
+/// One metric family a [`crate::Collector`] contributes: its name, type, unit,
+/// help and samples. A family is written with its `# HELP` and `# TYPE` even
+/// without samples; a collector that has nothing to say contributes no family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// The family's name without `_total` or `_info` (`quietwatt_cpu_wakeups`):
+    /// `[a-zA-Z_:][a-zA-Z0-9_:]*`, or the family is left out of the exposition.
+    pub name: Cow<'static, str>,
+    /// Counter, gauge or info.
+    pub kind: Kind,
+    /// Its unit, if it has one.
+    pub unit: Option<Unit>,
+    /// One line saying what it counts.
+    pub help: Cow<'static, str>,
+    /// Its samples, in the order written.
+    pub samples: Vec<Sample>,
+}
+
+impl Family {
+    /// An empty family.
+    pub fn new(
+        name: impl Into<Cow<'static, str>>,
+        kind: Kind,
+        unit: Option<Unit>,
+        help: impl Into<Cow<'static, str>>,
+    ) -> Family {
+        Family {
+            name: name.into(),
+            kind,
+            unit,
+            help: help.into(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Adds a sample with `labels` (`(name, value)`, written in this order).
+    pub fn push<K: Into<Cow<'static, str>>>(
+        &mut self,
+        labels: impl IntoIterator<Item = (K, String)>,
+        value: Value,
+    ) {
+        self.samples.push(Sample {
+            labels: labels.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+            value,
+        });
+    }
+
+    /// Whether the family's and every label's name are valid names, so that the
+    /// exposition stays parseable whatever a collector gives.
+    fn is_valid(&self) -> bool {
+        let name_ok = |n: &str, colon: bool| {
+            let mut c = n.chars();
+            c.next()
+                .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || (colon && f == ':'))
+                && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || (colon && ch == ':'))
+        };
+        name_ok(&self.name, true)
+            && self
+                .samples
+                .iter()
+                .all(|s| s.labels.iter().all(|(k, _)| name_ok(k, false)))
+    }
 }
 
 /// `joules` rounded down to a multiple of `resolution` (the exported precision).
@@ -267,12 +317,12 @@ fn domain_labels(d: &DomainSeries) -> String {
 }
 
 /// A metric family being written: its metadata once, then its samples.
-struct Family<'a> {
+struct Writer<'a> {
     out: &'a mut String,
     format: ExpositionFormat,
 }
 
-impl Family<'_> {
+impl Writer<'_> {
     /// `# HELP`, `# TYPE` (and `# UNIT` in OpenMetrics) of family `base`, whose
     /// samples are `base_total` for a counter (the text format names the family
     /// after its sample, OpenMetrics after the sample without `_total`).
@@ -293,6 +343,38 @@ impl Family<'_> {
         }
     }
 
+    /// A collector's family: its metadata, then each sample with its labels
+    /// escaped and its value written as its unit says.
+    fn family(&mut self, family: &Family, resolution: f64, places: usize) {
+        let kind = match family.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Info => "info",
+        };
+        // A collector's help is one line: a newline in it would end the comment.
+        let help = family.help.replace('\\', "\\\\").replace('\n', "\\n");
+        self.header(&family.name, kind, family.unit.map(Unit::name), &help);
+        let name = match family.kind {
+            Kind::Counter => format!("{}_total", family.name),
+            Kind::Info => format!("{}_info", family.name),
+            Kind::Gauge => family.name.to_string(),
+        };
+        let mut labels = String::new();
+        for s in &family.samples {
+            labels.clear();
+            for (i, (k, v)) in s.labels.iter().enumerate() {
+                let sep = if i == 0 { "" } else { "," };
+                let _ = write!(labels, "{sep}{k}=\"{}\"", escape(v));
+            }
+            let value = match s.value {
+                Value::Joules(j) => format!("{:.*}", places, quantize(j, resolution)),
+                Value::Seconds(t) => format!("{t:.6}"),
+                Value::Count(n) => n.to_string(),
+            };
+            self.sample(&name, &labels, &value);
+        }
+    }
+
     fn sample(&mut self, name: &str, labels: &str, value: &str) {
         if labels.is_empty() {
             let _ = writeln!(self.out, "{name} {value}");
@@ -306,7 +388,7 @@ impl Family<'_> {
 /// `name{labels} value` line per sample, and `# EOF` last in OpenMetrics.
 pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
     let mut out = String::with_capacity(2048);
-    let mut f = Family {
+    let mut f = Writer {
         out: &mut out,
         format,
     };
@@ -377,73 +459,8 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         &e.missed_deadlines.to_string(),
     );
 
-    if let Some(cpu) = e.cpu_seconds {
-        f.header(
-            "quietwatt_cpu_seconds",
-            "counter",
-            Some("seconds"),
-            "CPU time of the exporter process, user and system: what measuring costs.",
-        );
-        f.sample("quietwatt_cpu_seconds_total", "", &format!("{cpu:.6}"));
-    }
-    if let Some(w) = e.wakeups {
-        f.header(
-            "quietwatt_wakeups",
-            "counter",
-            None,
-            "Times the exporter process slept and was woken (voluntary context switches).",
-        );
-        f.sample("quietwatt_wakeups_total", "", &w.to_string());
-    }
-
-    if !e.idle.is_empty() {
-        f.header(
-            "quietwatt_cpu_idle_entries",
-            "counter",
-            None,
-            "Entries of a CPU into an idle state (cpuidle's usage) since the exporter started.",
-        );
-        for i in &e.idle {
-            let labels = format!("cpu=\"{}\",state=\"{}\"", i.cpu, escape(&i.state));
-            f.sample(
-                "quietwatt_cpu_idle_entries_total",
-                &labels,
-                &i.entries.to_string(),
-            );
-        }
-        f.header(
-            "quietwatt_cpu_idle_seconds",
-            "counter",
-            Some("seconds"),
-            "Time a CPU spent in an idle state (cpuidle's time) since the exporter started.",
-        );
-        for i in &e.idle {
-            let labels = format!("cpu=\"{}\",state=\"{}\"", i.cpu, escape(&i.state));
-            f.sample(
-                "quietwatt_cpu_idle_seconds_total",
-                &labels,
-                &format!("{:.6}", i.seconds),
-            );
-        }
-    }
-    if !e.cpu_wakeups.is_empty() {
-        f.header(
-            "quietwatt_cpu_wakeups",
-            "counter",
-            None,
-            "Wake-ups of a CPU from idle (exits of the power:cpu_idle tracepoint) since the exporter started.",
-        );
-        for w in &e.cpu_wakeups {
-            f.sample(
-                "quietwatt_cpu_wakeups_total",
-                &format!("cpu=\"{}\"", w.cpu),
-                &w.wakeups.to_string(),
-            );
-        }
-    }
-
-    if let Some(a) = &e.attribution {
-        render_attribution(&mut f, a, e.resolution_j, places);
+    for family in e.families.iter().filter(|f| f.is_valid()) {
+        f.family(family, e.resolution_j, places);
     }
 
     f.header(
@@ -466,78 +483,6 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         out.push_str("# EOF\n");
     }
     out
-}
-
-/// The attribution's families (see the module's table).
-fn render_attribution(f: &mut Family<'_>, a: &AttributionFigures, resolution: f64, places: usize) {
-    let j = |v: f64| format!("{:.*}", places, quantize(v, resolution));
-    let labels = |s: &AttributedSeries| {
-        format!(
-            "by=\"{}\",id=\"{}\",name=\"{}\"",
-            escape(a.by),
-            escape(&s.id),
-            escape(&s.name)
-        )
-    };
-    f.header(
-        "quietwatt_attributed_energy_joules",
-        "counter",
-        Some("joules"),
-        "Package energy attributed to a process or cgroup (by CPU time at each context switch) since the exporter started, in two parts: dynamic (above the idle power) and its share of idle, or one part, unsplit, where no idle power is set apart; the rest of the entities are id=\"other\".",
-    );
-    let parts = |dynamic: f64, idle: f64| -> Vec<(&'static str, f64)> {
-        if a.idle_split {
-            vec![("dynamic", dynamic), ("idle", idle)]
-        } else {
-            vec![("unsplit", dynamic + idle)]
-        }
-    };
-    for s in &a.series {
-        for (part, v) in parts(s.dynamic_j, s.idle_j) {
-            f.sample(
-                "quietwatt_attributed_energy_joules_total",
-                &format!("{},part=\"{part}\"", labels(s)),
-                &j(v),
-            );
-        }
-    }
-    f.header(
-        "quietwatt_attributed_cpu_seconds",
-        "counter",
-        Some("seconds"),
-        "CPU time of a process or cgroup on the measured packages since the exporter started.",
-    );
-    for s in &a.series {
-        f.sample(
-            "quietwatt_attributed_cpu_seconds_total",
-            &labels(s),
-            &format!("{:.6}", s.cpu_seconds),
-        );
-    }
-    f.header(
-        "quietwatt_unattributed_energy_joules",
-        "counter",
-        Some("joules"),
-        "Package energy no process or cgroup got: dynamic energy while only the idle task ran, and the idle CPUs' share of the idle part.",
-    );
-    for (part, v) in parts(a.unattributed_dynamic_j, a.unattributed_idle_j) {
-        f.sample(
-            "quietwatt_unattributed_energy_joules_total",
-            &format!("part=\"{part}\""),
-            &j(v),
-        );
-    }
-    f.header(
-        "quietwatt_attribution_dropped_slices",
-        "counter",
-        None,
-        "Context-switch slices the kernel could not hand over (a full ring): their energy is unattributed.",
-    );
-    f.sample(
-        "quietwatt_attribution_dropped_slices_total",
-        "",
-        &a.dropped_slices.to_string(),
-    );
 }
 
 #[cfg(test)]
@@ -568,13 +513,9 @@ mod tests {
             ],
             samples: 42,
             missed_deadlines: 0,
-            cpu_seconds: Some(0.25),
-            wakeups: Some(7),
             version: "0.1.0".into(),
             resolution_j: 0.01,
-            idle: Vec::new(),
-            cpu_wakeups: Vec::new(),
-            attribution: None,
+            families: Vec::new(),
             emulated: false,
         }
     }
@@ -595,102 +536,77 @@ mod tests {
         assert!(!render(&sample(), ExpositionFormat::Text).contains("emulated"));
     }
 
-    #[test]
-    fn without_an_idle_power_the_attributed_energy_is_unsplit_never_dynamic() {
-        let mut e = sample();
-        e.attribution = Some(AttributionFigures {
-            by: "process",
-            series: vec![AttributedSeries {
-                id: "7".into(),
-                name: "loop".into(),
-                dynamic_j: 15.0,
-                idle_j: 0.0,
-                cpu_seconds: 1.0,
-            }],
-            unattributed_dynamic_j: 2.0,
-            unattributed_idle_j: 0.0,
-            dropped_slices: 0,
-            idle_split: false,
-        });
-        let t = render(&e, ExpositionFormat::Text);
-        assert!(
-            !t.contains("part=\"dynamic\"") && !t.contains("part=\"idle\""),
-            "{t}"
+    /// A collector's families: two kinds, both units, labels to escape.
+    fn collected() -> Vec<Family> {
+        let mut idle = Family::new(
+            "quietwatt_cpu_idle_seconds",
+            Kind::Counter,
+            Some(Unit::Seconds),
+            "Time in an idle state.",
         );
-        assert!(
-            t.contains("id=\"7\",name=\"loop\",part=\"unsplit\"} 15.00\n"),
-            "{t}"
+        idle.push(
+            [("cpu", "1".to_string()), ("state", "C\"1".to_string())],
+            Value::Seconds(0.5),
         );
-        assert!(
-            t.contains("quietwatt_unattributed_energy_joules_total{part=\"unsplit\"} 2.00\n"),
-            "{t}"
+        let mut split = Family::new(
+            "quietwatt_split_energy_joules",
+            Kind::Gauge,
+            Some(Unit::Joules),
+            "Two\nlines",
         );
+        split.push([("part", "dynamic".to_string())], Value::Joules(1.239));
+        split.push(Vec::<(&str, String)>::new(), Value::Count(3));
+        vec![idle, split]
     }
 
     #[test]
-    fn attribution_is_two_parts_per_entity_and_other_only_when_given() {
-        assert!(!render(&sample(), ExpositionFormat::Text).contains("attributed"));
+    fn collected_families_come_between_the_exporters_own_and_build_info() {
         let mut e = sample();
-        e.attribution = Some(AttributionFigures {
-            by: "cgroup",
-            series: vec![
-                AttributedSeries {
-                    id: "4242".into(),
-                    name: "docker:4f3c\"x".into(),
-                    dynamic_j: 1.239,
-                    idle_j: 0.5,
-                    cpu_seconds: 2.0,
-                },
-                AttributedSeries {
-                    id: "other".into(),
-                    name: "other".into(),
-                    dynamic_j: 0.1,
-                    idle_j: 0.0,
-                    cpu_seconds: 0.25,
-                },
-            ],
-            unattributed_dynamic_j: 0.02,
-            unattributed_idle_j: 3.0,
-            dropped_slices: 0,
-            idle_split: true,
-        });
+        e.families = collected();
         let t = render(&e, ExpositionFormat::Text);
-        assert!(t.contains("# TYPE quietwatt_attributed_energy_joules_total counter\n"));
-        assert!(t.contains(
-            "quietwatt_attributed_energy_joules_total{by=\"cgroup\",id=\"4242\",name=\"docker:4f3c\\\"x\",part=\"dynamic\"} 1.23\n"
-        ));
-        assert!(t.contains(
-            "quietwatt_attributed_energy_joules_total{by=\"cgroup\",id=\"other\",name=\"other\",part=\"idle\"} 0.00\n"
-        ));
-        assert!(t.contains(
-            "quietwatt_attributed_cpu_seconds_total{by=\"cgroup\",id=\"4242\",name=\"docker:4f3c\\\"x\"} 2.000000\n"
-        ));
-        assert!(t.contains("quietwatt_unattributed_energy_joules_total{part=\"idle\"} 3.00\n"));
-        assert!(t.contains("quietwatt_attribution_dropped_slices_total 0\n"));
+        let at = |needle: &str| t.find(needle).unwrap_or_else(|| panic!("{needle}:\n{t}"));
+        assert!(
+            at("quietwatt_missed_deadlines_total ")
+                < at("# HELP quietwatt_cpu_idle_seconds_total ")
+        );
+        assert!(
+            at("quietwatt_cpu_idle_seconds_total{") < at("# HELP quietwatt_split_energy_joules ")
+        );
+        assert!(at("quietwatt_split_energy_joules ") < at("# HELP quietwatt_build_info "));
+        assert!(t.contains("# TYPE quietwatt_cpu_idle_seconds_total counter\n"));
+        assert!(
+            t.contains("quietwatt_cpu_idle_seconds_total{cpu=\"1\",state=\"C\\\"1\"} 0.500000\n"),
+            "{t}"
+        );
+        // Joules at the exposition's resolution, rounded down, like the energy.
+        assert!(
+            t.contains("quietwatt_split_energy_joules{part=\"dynamic\"} 1.23\n"),
+            "{t}"
+        );
+        assert!(t.contains("quietwatt_split_energy_joules 3\n"), "{t}");
+        // A help of two lines stays one comment line.
+        assert!(
+            t.contains("# HELP quietwatt_split_energy_joules Two\\nlines\n"),
+            "{t}"
+        );
         let om = render(&e, ExpositionFormat::OpenMetrics);
-        assert!(om.contains("# TYPE quietwatt_attributed_energy_joules counter\n# UNIT quietwatt_attributed_energy_joules joules\n"));
+        assert!(om.contains("# TYPE quietwatt_cpu_idle_seconds counter\n# UNIT quietwatt_cpu_idle_seconds seconds\n"));
+        assert!(om.contains("# TYPE quietwatt_split_energy_joules gauge\n# UNIT quietwatt_split_energy_joules joules\n"));
         assert!(om.ends_with("# EOF\n"));
     }
 
     #[test]
-    fn the_events_are_families_per_cpu_and_state_only_when_given() {
-        let plain = render(&sample(), ExpositionFormat::Text);
-        assert!(!plain.contains("cpu_idle") && !plain.contains("cpu_wakeups"));
+    fn a_family_with_an_invalid_name_is_left_out_not_written_broken() {
         let mut e = sample();
-        e.idle = vec![IdleSeries {
-            cpu: 1,
-            state: "C1".into(),
-            entries: 12,
-            seconds: 0.5,
-        }];
-        e.cpu_wakeups = vec![WakeupSeries { cpu: 1, wakeups: 9 }];
-        let t = render(&e, ExpositionFormat::Text);
-        assert!(t.contains("# TYPE quietwatt_cpu_idle_entries_total counter\n"));
-        assert!(t.contains("quietwatt_cpu_idle_entries_total{cpu=\"1\",state=\"C1\"} 12\n"));
-        assert!(t.contains("quietwatt_cpu_idle_seconds_total{cpu=\"1\",state=\"C1\"} 0.500000\n"));
-        assert!(t.contains("quietwatt_cpu_wakeups_total{cpu=\"1\"} 9\n"));
-        let om = render(&e, ExpositionFormat::OpenMetrics);
-        assert!(om.contains("# TYPE quietwatt_cpu_idle_seconds counter\n# UNIT quietwatt_cpu_idle_seconds seconds\n"));
+        let mut bad = Family::new("not a name", Kind::Counter, None, "x");
+        bad.push([("cpu", "0".to_string())], Value::Count(1));
+        let mut bad_label = Family::new("quietwatt_x", Kind::Counter, None, "x");
+        bad_label.push([("a-b", "0".to_string())], Value::Count(1));
+        e.families = vec![bad, bad_label];
+        assert_eq!(
+            render(&e, ExpositionFormat::Text),
+            render(&sample(), ExpositionFormat::Text)
+        );
     }
 
     #[test]

@@ -1,31 +1,83 @@
-//! `quietwatt serve`'s HTTP side: one thread that accepts connections and reads
-//! their request heads without blocking (`poll(2)` over every connection still
-//! sending its head), and a fixed pool of workers that only ever get complete
-//! requests, through a bounded queue. A client that connects and sends nothing, or
-//! a byte a second, holds a few hundred bytes of the reader's memory until its
-//! head deadline, never a worker: before, 8 such clients (or ~70 idle connections
+//! The exporter's HTTP side: one thread that accepts connections and reads their
+//! request heads without blocking (`poll(2)` over every connection still sending
+//! its head), and a fixed pool of workers that only ever get complete requests,
+//! through a bounded queue. A client that connects and sends nothing, or a byte a
+//! second, holds a few hundred bytes of the reader's memory until its head
+//! deadline, never a worker: before, 8 such clients (or ~70 idle connections
 //! queued behind them) made a real scrape wait 8.5 s, time out or get a 503. GET
 //! and HEAD of `/metrics` (and `/`), content negotiation between the Prometheus
-//! text format and OpenMetrics, optional basic auth compared in constant time. See
-//! `serve.rs` for why this small HTTP/1.x subset is written here.
+//! text format and OpenMetrics, optional basic auth compared in constant time.
+//!
+//! The limits: a head must arrive within 5 s of the accept and hold at most
+//! 8 KiB (beyond: 431, closed); at most 1024 connections wait for their heads (the
+//! oldest is closed to make room); 4 workers behind a queue of 64 complete
+//! requests (beyond: 503 at once); a reply may take 5 s to write.
+//!
+//! The server is a small HTTP/1.x subset written here (GET and HEAD of one path,
+//! `Connection: close`) rather than a crate: tiny_http, the smallest well-kept
+//! one, sets no timeouts on its connections and starts a thread per client,
+//! which is what a slow client must not be able to cause; the subset needs no
+//! dependency and its limits are plain above. Its threads live as long as the
+//! process.
 
-use crate::exit::Failure;
-use quietwatt::export::http::{authorized, head_end, parse_head, RequestHead};
-use quietwatt::export::prometheus::{render, Exposition, ExpositionFormat};
+use crate::exposition::{render, Exposition, ExpositionFormat};
+use crate::http::{authorized, head_end, parse_head, BasicAuth, RequestHead};
+use rustix::event::{PollFd, PollFlags, Timespec};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// What the HTTP side reads: the latest exposition.
-pub(super) struct Published {
-    pub(super) exposition: RwLock<Arc<Exposition>>,
-    pub(super) scrapes: AtomicU64,
-    pub(super) auth: Option<String>,
+struct Published {
+    exposition: RwLock<Arc<Exposition>>,
+    scrapes: AtomicU64,
+    auth: Option<BasicAuth>,
+}
+
+/// A running server: publish each refresh's exposition to it.
+pub struct Server {
+    published: Arc<Published>,
+}
+
+impl Server {
+    /// Serves `first` on `listener` (its acceptor and head reader, and the
+    /// workers), requiring `auth` when given, until the process ends.
+    pub fn start(
+        listener: TcpListener,
+        auth: Option<BasicAuth>,
+        first: Exposition,
+    ) -> std::io::Result<Server> {
+        let published = Arc::new(Published {
+            exposition: RwLock::new(Arc::new(first)),
+            scrapes: AtomicU64::new(0),
+            auth,
+        });
+        start_http(listener, Arc::clone(&published))?;
+        Ok(Server { published })
+    }
+
+    /// What the next scrapes show: swapped under a lock held for a pointer copy.
+    pub fn publish(&self, exposition: Exposition) {
+        *self
+            .published
+            .exposition
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(exposition);
+    }
+
+    /// Scrapes of `/metrics` answered so far.
+    pub fn scrapes(&self) -> u64 {
+        self.published.scrapes.load(Ordering::Relaxed)
+    }
+
+    /// Whether scrapes need basic auth.
+    pub fn has_auth(&self) -> bool {
+        self.published.auth.is_some()
+    }
 }
 
 /// HTTP workers; a scrape is a copy and a render, so few are enough.
@@ -41,28 +93,6 @@ const MAX_HEAD: usize = 8192;
 const MAX_PENDING: usize = 1024;
 /// How long a worker may take to write a reply to a client that does not read.
 const WRITE_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Standard base64 with padding (RFC 4648), for the basic auth header.
-pub(super) fn base64(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                s.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
-}
 
 /// A connection whose head is still arriving.
 struct Pending {
@@ -113,24 +143,20 @@ impl Pending {
 }
 
 /// The acceptor and head reader, and the workers.
-pub(super) fn start_http(listener: TcpListener, published: Arc<Published>) -> Result<(), Failure> {
+fn start_http(listener: TcpListener, published: Arc<Published>) -> std::io::Result<()> {
     let (tx, rx) = sync_channel::<(TcpStream, String)>(QUEUE);
     let rx = Arc::new(Mutex::new(rx));
-    let spawn_err =
-        |e: std::io::Error| Failure::new(1, format!("cannot start the HTTP threads: {e}"));
-    listener.set_nonblocking(true).map_err(spawn_err)?;
+    listener.set_nonblocking(true)?;
     for i in 0..WORKERS {
         let rx = Arc::clone(&rx);
         let p = Arc::clone(&published);
         std::thread::Builder::new()
             .name(format!("quietwatt-http{i}"))
-            .spawn(move || worker(&rx, &p))
-            .map_err(spawn_err)?;
+            .spawn(move || worker(&rx, &p))?;
     }
     std::thread::Builder::new()
         .name("quietwatt-accept".into())
-        .spawn(move || reader(&listener, &tx))
-        .map_err(spawn_err)?;
+        .spawn(move || reader(&listener, &tx))?;
     Ok(())
 }
 
@@ -138,7 +164,7 @@ pub(super) fn start_http(listener: TcpListener, published: Arc<Published>) -> Re
 /// request to the workers. Never blocks on one client.
 fn reader(listener: &TcpListener, tx: &SyncSender<(TcpStream, String)>) {
     let mut pending: VecDeque<Pending> = VecDeque::new();
-    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut ready: Vec<bool> = Vec::new();
     loop {
         let now = Instant::now();
         // Heads that did not arrive in time: closed without an answer.
@@ -148,27 +174,31 @@ fn reader(listener: &TcpListener, tx: &SyncSender<(TcpStream, String)>) {
             .map(|p| p.deadline.saturating_duration_since(now))
             .min()
             .unwrap_or(Duration::from_secs(1))
-            .min(Duration::from_secs(1));
-        fds.clear();
-        fds.push(libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        fds.extend(pending.iter().map(|p| libc::pollfd {
-            fd: p.stream.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
-        let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n <= 0 {
-            continue; // a timeout (deadlines are swept above) or EINTR
-        }
-        // The pending connections first (their indices are fds[1..]), then the
-        // new ones, so that the indices still match.
-        let mut ready = fds[1..].iter().map(|f| f.revents != 0);
+            .clamp(Duration::from_millis(1), Duration::from_secs(1));
+        let timeout = Timespec {
+            tv_sec: wait.as_secs() as _,
+            tv_nsec: wait.subsec_nanos() as _,
+        };
+        // The listener first, then each pending connection in order.
+        let listener_ready = {
+            let mut fds = Vec::with_capacity(pending.len() + 1);
+            fds.push(PollFd::new(listener, PollFlags::IN));
+            fds.extend(
+                pending
+                    .iter()
+                    .map(|p| PollFd::new(&p.stream, PollFlags::IN)),
+            );
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(n) if n > 0 => {}
+                _ => continue, // a timeout (deadlines are swept above) or EINTR
+            }
+            ready.clear();
+            ready.extend(fds[1..].iter().map(|f| !f.revents().is_empty()));
+            !fds[0].revents().is_empty()
+        };
+        // The pending connections first, then the new ones, so that the indices
+        // still match.
+        let mut ready = ready.iter().copied();
         pending.retain_mut(|p| {
             if !ready.next().unwrap_or(false) {
                 return true;
@@ -182,7 +212,7 @@ fn reader(listener: &TcpListener, tx: &SyncSender<(TcpStream, String)>) {
                 }
             }
         });
-        if fds[0].revents != 0 {
+        if listener_ready {
             loop {
                 match listener.accept() {
                     Ok((stream, _)) => {
@@ -284,7 +314,7 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
         }
     };
     if let Some(expected) = &published.auth {
-        if !authorized(authorization, expected) {
+        if !authorized(authorization, expected.header()) {
             return Some((
                 401,
                 "text/plain",
@@ -367,33 +397,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64(b"user:pass"), "dXNlcjpwYXNz");
-    }
-
-    #[test]
     fn requests_are_parsed_or_refused() {
         let p = Published {
             exposition: RwLock::new(Arc::new(Exposition {
                 domains: Vec::new(),
                 samples: 0,
                 missed_deadlines: 0,
-                cpu_seconds: None,
-                wakeups: None,
                 version: "0".into(),
                 resolution_j: 0.01,
-                idle: Vec::new(),
-                cpu_wakeups: Vec::new(),
-                attribution: None,
+                families: Vec::new(),
                 emulated: false,
             })),
             scrapes: AtomicU64::new(0),
-            auth: Some(format!("Basic {}", base64(b"u:p"))),
+            auth: Some(BasicAuth::new("u:p").unwrap()),
         };
         assert!(handle("garbage", &p).is_none());
         assert!(handle("GET /metrics HTTP/1.1\r\nno colon", &p).is_none());

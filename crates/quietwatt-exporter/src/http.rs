@@ -4,6 +4,65 @@
 //! anyone who can connect, so they are pure functions, fuzzed (`fuzz/`), and never
 //! panic.
 
+/// The `Authorization` header a server with basic auth expects.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    header: String,
+}
+
+/// Why a `user:password` cannot be basic auth's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("basic auth needs user:password, with a user before the colon")]
+pub struct NotUserPassword;
+
+impl BasicAuth {
+    /// Basic auth with `user:password` (RFC 7617): the user is not empty and has no
+    /// colon, the password may be empty. Only the header value is kept, never the
+    /// password alone.
+    pub fn new(user_password: &str) -> Result<BasicAuth, NotUserPassword> {
+        if !user_password.contains(':') || user_password.starts_with(':') {
+            return Err(NotUserPassword);
+        }
+        Ok(BasicAuth {
+            header: format!("Basic {}", base64(user_password.as_bytes())),
+        })
+    }
+
+    /// The expected header value: `Basic ` and the credentials in base64.
+    pub fn header(&self) -> &str {
+        &self.header
+    }
+}
+
+impl std::fmt::Debug for BasicAuth {
+    // The credentials stay out of logs and panics.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BasicAuth(..)")
+    }
+}
+
+/// Standard base64 with padding (RFC 4648), for the basic auth header.
+pub fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
 /// What an exporter needs of a request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHead<'a> {
@@ -74,6 +133,28 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b"user:pass"), "dXNlcjpwYXNz");
+    }
+
+    #[test]
+    fn basic_auth_needs_a_user_and_a_colon() {
+        assert_eq!(BasicAuth::new("u:p").unwrap().header(), "Basic dTpw");
+        assert!(BasicAuth::new("u:").is_ok());
+        assert_eq!(BasicAuth::new("nocolon"), Err(NotUserPassword));
+        assert_eq!(BasicAuth::new(":p"), Err(NotUserPassword));
+        assert_eq!(
+            format!("{:?}", BasicAuth::new("u:p").unwrap()),
+            "BasicAuth(..)"
+        );
+    }
 
     #[test]
     fn heads_are_parsed_or_refused() {

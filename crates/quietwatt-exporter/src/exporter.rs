@@ -1,0 +1,223 @@
+//! The exporter: the samplers it opens, the refresh that
+//! turns their snapshots and the collectors' families into an [`Exposition`], and
+//! the loop that publishes one every `min_interval`.
+
+use crate::collector::{Collector, ProcessCollector};
+use crate::config::{Error, ExporterConfig, Notice};
+use crate::exposition::{DomainSeries, Exposition};
+use crate::server::Server;
+use crate::slots::{open_slots, Opener, Plan, Slot};
+use quietwatt::{Domain, DomainId, Hertz, Mechanism};
+use std::time::{Duration, Instant};
+
+/// The samplers, the collectors and the totals since the exporter started.
+///
+/// It is not `Send` (a collector may hold what cannot leave its thread, such as
+/// BPF objects): open it on the thread that refreshes it, as `serve` does on its
+/// main thread.
+pub struct Exporter {
+    opener: Opener,
+    slots: Vec<Slot>,
+    /// Each collector and the slot whose samples it reads.
+    collectors: Vec<(Box<dyn Collector>, Option<usize>)>,
+    samples: u64,
+    missed: u64,
+    notify: Box<dyn FnMut(Notice)>,
+}
+
+impl Exporter {
+    /// Chooses the mechanism and opens the samplers; `notify` hears what the
+    /// exporter has to say, now and at each refresh. The exporter's own
+    /// [`ProcessCollector`] is registered first.
+    pub fn open(
+        config: ExporterConfig,
+        mut notify: Box<dyn FnMut(Notice)>,
+    ) -> Result<Exporter, Error> {
+        // Enough rows for two refreshes and a drain: drained every refresh, the
+        // buffer never drops.
+        let kept =
+            (config.freq.hz() * (config.min_interval + config.drain.period()).as_secs_f64() * 2.0)
+                .ceil() as usize
+                + 16;
+        let mut opener = Opener {
+            plan: Plan::Polled(Mechanism::Perf),
+            freq: config.freq,
+            kept,
+            config,
+        };
+        let slots = open_slots(&mut opener, &mut *notify)?;
+        Ok(Exporter {
+            opener,
+            slots,
+            collectors: vec![(Box::new(ProcessCollector), None)],
+            samples: 0,
+            missed: 0,
+            notify,
+        })
+    }
+
+    /// Adds a collector, asked after those registered before it (its families
+    /// follow theirs). One whose [`Collector::samples_of`] domain is not read is
+    /// refused ([`Error::NotRead`]).
+    pub fn register(&mut self, collector: Box<dyn Collector>) -> Result<(), Error> {
+        let slot = match collector.samples_of() {
+            Some(d) => Some(self.slot_reading(d).ok_or(Error::NotRead(d))?),
+            None => None,
+        };
+        self.collectors.push((collector, slot));
+        Ok(())
+    }
+
+    fn slot_reading(&self, d: Domain) -> Option<usize> {
+        self.slots.iter().position(|s| s.domains.contains(&d))
+    }
+
+    /// The channels of the session that reads `domain` (the order of a
+    /// [`quietwatt::session::SampleRow`]'s energies that a collector reading its
+    /// samples gets), if it is read.
+    pub fn channels_reading(&self, domain: Domain) -> Option<Vec<DomainId>> {
+        Some(self.slots[self.slot_reading(domain)?].channels())
+    }
+
+    /// How the counters are read.
+    pub fn plan(&self) -> Plan {
+        self.opener.plan
+    }
+
+    /// The rate each counter is read at (raised from the configured one where a
+    /// counter could wrap twice between reads).
+    pub fn freq(&self) -> Hertz {
+        self.opener.freq
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &ExporterConfig {
+        &self.opener.config
+    }
+
+    /// The domains of each session, in order: one per domain when polled, all of
+    /// them in one when sampled in the kernel.
+    pub fn sessions(&self) -> Vec<Vec<Domain>> {
+        self.slots.iter().map(|s| s.domains.clone()).collect()
+    }
+
+    /// Readings taken so far.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Drains every session and builds the exposition: a session whose sampler
+    /// failed is stopped and its domains marked down (their energy kept), and
+    /// opened again after [`ExporterConfig::retry`], counting on from where it
+    /// stopped; each
+    /// collector gets its samples, then is asked for its families, and one that
+    /// fails is dropped.
+    pub fn refresh(&mut self) -> Exposition {
+        let mut domains = Vec::new();
+        let others_served = self.slots.len() > 1;
+        let retry = self.opener.config.retry;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if slot.session.is_none() && slot.failed_at.is_some_and(|t| t.elapsed() >= retry) {
+                match self.opener.open(&slot.selection, &mut *self.notify) {
+                    Ok(s) if s.channels().len() == slot.continuity.channels() => {
+                        slot.continuity.restart();
+                        (self.notify)(Notice::DomainBack {
+                            domains: slot.domains.clone(),
+                        });
+                        slot.session = Some(s);
+                        slot.failed_at = None;
+                    }
+                    _ => slot.failed_at = Some(Instant::now()),
+                }
+            }
+            if let Some(session) = &slot.session {
+                for row in session.drain_samples() {
+                    self.samples += 1;
+                    self.missed += row.missed;
+                    for (c, at) in &mut self.collectors {
+                        if *at == Some(i) {
+                            c.sample(&row);
+                        }
+                    }
+                }
+                if let Ok(report) = session.snapshot() {
+                    slot.continuity.reading(DomainSeries::of_report(&report));
+                }
+                if let Some(error) = session.sampling_error() {
+                    (self.notify)(Notice::DomainFailed {
+                        domains: slot.domains.clone(),
+                        error,
+                        others_served,
+                        retry,
+                    });
+                    slot.failed_at = Some(Instant::now());
+                }
+            }
+            if slot.failed_at.is_some() {
+                if let Some(s) = slot.session.take() {
+                    let _ = s.stop();
+                }
+            }
+            domains.extend(slot.continuity.last(slot.session.is_some()));
+        }
+        let mut families = Vec::new();
+        let notify = &mut self.notify;
+        self.collectors.retain_mut(|(c, _)| {
+            let before = families.len();
+            match c.collect(&mut families) {
+                Ok(()) => true,
+                Err(error) => {
+                    // The energy goes on without it, and without its half-written
+                    // families.
+                    families.truncate(before);
+                    notify(Notice::CollectorFailed {
+                        collector: c.name().to_string(),
+                        error,
+                    });
+                    false
+                }
+            }
+        });
+        let c = &self.opener.config;
+        Exposition {
+            domains,
+            samples: self.samples,
+            missed_deadlines: self.missed,
+            version: c.version.clone(),
+            resolution_j: c.resolution.0,
+            families,
+            emulated: c.emulated,
+        }
+    }
+
+    /// Publishes a refresh to `server` every `min_interval` until `wait` says to
+    /// stop. `wait(d)` sleeps up to `d` (less when asked to stop) and returns
+    /// whether to stop: the exporter's thread wakes once per refresh.
+    pub fn run(&mut self, server: &Server, wait: &mut dyn FnMut(Duration) -> bool) {
+        let interval = self.opener.config.min_interval;
+        let mut next = Instant::now() + interval;
+        loop {
+            let now = Instant::now();
+            if now < next {
+                if wait(next - now) {
+                    return;
+                }
+                continue;
+            }
+            next += interval;
+            if next < now {
+                next = now + interval;
+            }
+            server.publish(self.refresh());
+        }
+    }
+
+    /// Stops every sampler (joining its thread).
+    pub fn stop(mut self) {
+        for s in &mut self.slots {
+            if let Some(session) = s.session.take() {
+                let _ = session.stop();
+            }
+        }
+    }
+}
