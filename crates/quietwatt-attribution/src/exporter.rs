@@ -9,8 +9,8 @@
 //! the split at each refresh and added to a [`Bounded`] set, so memory follows
 //! the entities active lately, not every process that ever ran.
 //!
-//! It is a thin layer over [`AttributionSink`] (writing nowhere) and [`Totals`]:
-//! the split itself is theirs.
+//! It is a thin layer over the [`Attribution`] transform (no rows, no output):
+//! the split itself is the transform's.
 //!
 //! | family | type | labels |
 //! |---|---|---|
@@ -19,12 +19,12 @@
 //! | `quietwatt_unattributed_energy_joules_total` | counter | `part` |
 //! | `quietwatt_attribution_dropped_slices_total` | counter | none |
 
-use crate::{AttributionSink, Bounded, By, Entity, EntityTotal, IdlePower, Totals};
+use crate::{Attribution, Bounded, By, Entity, EntityTotal, IdlePower, Names};
 use quietwatt::session::SampleRow;
-use quietwatt::sink::{Sample, Sink};
+use quietwatt::sink::Sample;
+use quietwatt::transform::Transform;
 use quietwatt::{Domain, DomainId, Hertz};
 use quietwatt_exporter::{CollectError, Collector, Family, Kind, Unit, Value};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long "lately" lasts: an entity's energy counts half as much for choosing the
@@ -86,8 +86,8 @@ pub struct CollectorOptions {
 
 /// The split and the exported counters.
 pub struct AttributionCollector {
-    sink: AttributionSink<std::io::Sink>,
-    totals: Arc<Mutex<Totals>>,
+    split: Attribution,
+    names: Names,
     by: By,
     bounded: Bounded,
     freq_hz: f64,
@@ -96,21 +96,21 @@ pub struct AttributionCollector {
 }
 
 impl AttributionCollector {
-    /// Over `sink` (an [`AttributionSink`] writing nowhere, on the accounting
-    /// program, made with `options.by` and `options.idle`), laid out for samples
-    /// of `channels` (the session's that reads the package:
+    /// Over `split` (the [`Attribution`] transform on the accounting program, made
+    /// with `options.by` and `options.idle`), laid out for samples of `channels`
+    /// (the session's that reads the package:
     /// `Exporter::channels_reading(Domain::Package)`).
     pub fn new(
-        mut sink: AttributionSink<std::io::Sink>,
+        mut split: Attribution,
         channels: &[DomainId],
         options: CollectorOptions,
     ) -> AttributionCollector {
-        sink.set_channels(channels);
+        split.begin(channels);
         let half_life = HALF_LIFE.as_secs_f64() / options.refresh.as_secs_f64().max(1e-3);
         AttributionCollector {
             idle_split: !matches!(options.idle, IdlePower::None),
-            totals: sink.totals(),
-            sink,
+            split,
+            names: Names::new(),
             by: options.by,
             bounded: Bounded::new(options.top, half_life),
             freq_hz: options.freq.hz(),
@@ -128,20 +128,16 @@ impl AttributionCollector {
             marks: Default::default(),
             energy: &row.energy_j,
         };
-        // The output is io::sink: the split cannot fail to be written.
-        let _ = self.sink.sample(&sample);
+        self.split.feed(&sample);
     }
 
     /// The counters since the exporter started, for the exposition.
     pub fn figures(&mut self) -> AttributionFigures {
-        self.sink.settle();
-        let (deltas, unattributed, dropped) = {
-            let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
-            (
-                std::mem::take(&mut t.entities),
-                t.unattributed,
-                t.dropped_slices,
-            )
+        self.split.settle();
+        let deltas = self.split.take_entities();
+        let (unattributed, dropped) = {
+            let t = self.split.totals();
+            (t.unattributed, t.dropped_slices)
         };
         self.bounded.update(&deltas);
         let j = |uj: u64| uj as f64 / 1e6;
@@ -158,7 +154,7 @@ impl AttributionCollector {
                 Entity::Process(p) => p.to_string(),
                 Entity::Cgroup(c) => c.to_string(),
             };
-            out.push(series(id, self.sink.name_of(*e), t));
+            out.push(series(id, self.split.name_of(&mut self.names, *e), t));
         }
         out.push(series("other".into(), "other".into(), self.bounded.other()));
         AttributionFigures {

@@ -59,7 +59,6 @@ mod bpf;
 #[path = "bpf_off.rs"]
 mod bpf;
 pub mod error;
-mod legacy;
 pub mod exporter;
 pub mod model;
 pub mod names;
@@ -75,7 +74,6 @@ pub use bounded::Bounded;
 pub use bpf::{Cost, Descendants, Tracker};
 pub use error::{AttributionError, Result};
 /// The sink before the transform stage: the exporter's until it uses [`Attribution`].
-pub use legacy::AttributionSink;
 pub use model::{IdlePower, Model, Part, Split};
 pub use names::{Names, OwnCgroup};
 pub use sink::{open_sink, Attributed, LongFormat, LongFormatSink};

@@ -107,20 +107,16 @@ fn stand_ins(_: &Selection) -> Result<Vec<EventSpec>, quietwatt::SourceError> {
 
 /// `freq`, raised when a counter could wrap twice in a period longer than `safe`
 /// (said in a [`Notice::RateRaised`]).
-// The rule "no counter can wrap twice between reads" is written here as serve
-// had it; the workspace's one rule for a safe rate is to replace it.
 fn wrap_safe(freq: Hertz, safe: Option<Duration>, notify: &mut dyn FnMut(Notice)) -> Hertz {
-    match safe {
-        Some(s) if freq.period() > s => {
-            let raised = Hertz::clamped((1.0 / s.as_secs_f64()).ceil());
-            notify(Notice::RateRaised {
-                from: freq,
-                to: raised,
-            });
-            raised
-        }
-        _ => freq,
+    // The workspace's one rule; serve only words the raise.
+    let settled = quietwatt::safe_rate::safe_rate(freq, safe);
+    if settled.raised {
+        notify(Notice::RateRaised {
+            from: freq,
+            to: settled.rate,
+        });
     }
+    settled.rate
 }
 
 /// Each domain once, in order.

@@ -8,8 +8,8 @@ use quietwatt::sink::{OutputFile, Sink};
 use quietwatt::transform::{NoRows, Transformed};
 use quietwatt::Format;
 use quietwatt_attribution::{
-    cpu_sockets, Attributed, Attribution, AttributionError, AttributionSink, By, Entity, IdlePower,
-    LongFormat, Names, Options, OwnCgroup, Totals, Tracker,
+    Attributed, Attribution, AttributionError, By, Entity, IdlePower, LongFormat, Names, Options,
+    OwnCgroup, Totals, Tracker,
 };
 
 /// What `--attribute` splits by.
@@ -96,36 +96,6 @@ fn failure(what: &str, e: AttributionError) -> Failure {
         AttributionError::Topology(_) => Failure::usage(format!("{what}: {e}")),
         e => tracker_failure(what, e),
     }
-}
-
-/// The split's sink on the accounting program, the old way: `serve --attribute`'s,
-/// until it feeds [`Attribution`] directly (then this goes, with
-/// [`AttributionSink`]).
-pub fn splitter<W: std::io::Write + Send>(
-    env: &Environment,
-    by: By,
-    idle: IdlePower,
-    out: W,
-    format: LongFormat,
-    what: &str,
-    tracker: Tracker,
-) -> Result<AttributionSink<W>, Failure> {
-    let sockets = cpu_sockets(&env.root).map_err(|e| Failure::usage(format!("{what}: {e}")))?;
-    Ok(AttributionSink::new(
-        out,
-        format,
-        by,
-        idle,
-        sockets,
-        Box::new(tracker),
-        Names::new(),
-    ))
-}
-
-/// Loads the accounting program ([`Tracker::open`]); `what` names the command or
-/// flag in the error, which says what it needs.
-pub fn tracker(what: &str) -> Result<Tracker, Failure> {
-    Tracker::open().map_err(|e| tracker_failure(what, e))
 }
 
 /// Why the accounting program could not be loaded, and the fix.

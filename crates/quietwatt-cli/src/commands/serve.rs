@@ -19,7 +19,7 @@
 //! - the HTTP side ([`quietwatt_exporter::server`]): a head reader and a fixed
 //!   pool of workers, so slow or malformed clients never reach the sessions.
 
-use super::attribute::{splitter, tracker, ByArg};
+use super::attribute::{attribution, ByArg};
 use super::{parse_duration, selection};
 use crate::emulated::Environment;
 use crate::exit::{Failure, USAGE};
@@ -27,7 +27,7 @@ use crate::signals;
 use quietwatt::inkernel::DEFAULT_DRAIN_HZ;
 use quietwatt::{Domain, Hertz, Joules, Mechanism};
 use quietwatt_attribution::exporter::{AttributionCollector, CollectorOptions};
-use quietwatt_attribution::LongFormat;
+use quietwatt_attribution::Options;
 use quietwatt_events::exporter::{IdleCollector, OpenError};
 use quietwatt_exporter::http::BasicAuth;
 use quietwatt_exporter::{Exporter, ExporterConfig, Notice, Plan, Server};
@@ -161,17 +161,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                 .idle_watts
                 .unwrap_or(quietwatt_attribution::IdlePower::None);
             let by = quietwatt_attribution::By::from(by);
-            let sink = splitter(
-                env,
-                by,
-                idle,
-                std::io::sink(),
-                LongFormat::Csv,
-                what,
-                tracker(what)?,
-            )?;
+            let split = attribution(env, &Options::new(by, idle), what)?;
             Some(AttributionCollector::new(
-                sink,
+                split,
                 &channels,
                 CollectorOptions {
                     by,
