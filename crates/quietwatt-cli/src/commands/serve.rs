@@ -278,7 +278,7 @@ fn say(notice: Notice) {
             "quietwatt: warning: {mechanism}: {reason}; polling the same events through the perf mechanism instead"
         ),
         Notice::RateRaised { from, to } => eprintln!(
-            "quietwatt: note: --freq {} raised to {} so that no counter can wrap twice between reads",
+            "quietwatt: note: --freq {} raised to {:.0} so that no counter can wrap twice between reads",
             from.hz(),
             to.hz()
         ),
