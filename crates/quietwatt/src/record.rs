@@ -466,7 +466,7 @@ fn adaptive(
     let policy = RatePolicy::new(min, max, config.hold, floor);
     if policy.min().hz() > min.hz() {
         warnings.push(format!(
-            "the adaptive rate: its lowest rate is raised from {} Hz to {} Hz so that no counter can wrap twice between two reads",
+            "the adaptive rate: its lowest rate is raised from {} Hz to {:.0} Hz so that no counter can wrap twice between two reads",
             min.hz(),
             policy.min().hz()
         ));
