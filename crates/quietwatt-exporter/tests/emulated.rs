@@ -156,11 +156,16 @@ fn the_text_format_has_every_family_typed_and_the_emulated_energy_labelled() {
 fn a_wrapping_counter_never_makes_the_energy_decrease() {
     // A 1 J range that wraps every 50 ms or so.
     let m = mount(EmulatorConfig::default().with_counter_bits(16).with_esu(16));
-    let (mut x, _) = exporter(&m, &[Domain::Package]);
+    let (mut x, notices) = exporter(&m, &[Domain::Package]);
     let mut last = Vec::new();
     // Beyond the counter's 1 J range: the wraps were corrected.
     let e = refresh_until(&mut x, &mut last, |e| series(e, "package").0 > 2.0);
-    assert_eq!(series(&e, "package").1, 0, "a wrap is not a reset");
+    assert_eq!(
+        series(&e, "package").1,
+        0,
+        "a wrap is not a reset; notices: {:?}",
+        notices.lock().unwrap()
+    );
 }
 
 #[test]

@@ -32,11 +32,23 @@ pub struct SafeRate {
 }
 
 /// The slowest rate whose period is at most `safe_period` (`None` without
-/// counters), clamped to the accepted range.
+/// counters), clamped to the accepted range: in whole hertz from 1 Hz up (a rate
+/// a person reads back, "25 Hz", at most 1 Hz above the exact bound), exact below.
 pub fn floor(safe_period: Option<Duration>) -> Option<Hertz> {
-    // A hair above 1/p, so that the period computed back from it is not a float's
-    // ulp longer than `p`.
-    safe_period.map(|p| Hertz::clamped(1.0 / p.as_secs_f64().max(1e-9) * (1.0 + 1e-9)))
+    safe_period.map(|p| {
+        let exact = 1.0 / p.as_secs_f64().max(1e-9);
+        if exact < 1.0 {
+            // A hair above 1/p, so that the period computed back from it is not a
+            // float's ulp longer than `p`.
+            return Hertz::clamped(exact * (1.0 + 1e-9));
+        }
+        let whole = Hertz::clamped((exact * (1.0 - 1e-12)).ceil());
+        if whole.period() <= p {
+            whole
+        } else {
+            Hertz::clamped(whole.hz() + 1.0)
+        }
+    })
 }
 
 /// The rate to use for a `requested` rate when no counter may wrap twice within
@@ -100,7 +112,11 @@ mod tests {
         let s = safe_rate(hz(1.0), Some(p));
         assert!(s.raised && s.safe, "{s:?}");
         assert!(s.rate.period() <= p, "{s:?}");
-        assert!((s.rate.hz() - 4.0).abs() < 1e-6, "{s:?}");
+        assert_eq!(s.rate.hz(), 4.0, "whole hertz: {s:?}");
+        let s = safe_rate(hz(10.0), Some(Duration::from_millis(40)));
+        assert_eq!(s.rate.hz(), 25.0, "{s:?}");
+        let s = safe_rate(hz(1.0), Some(Duration::from_micros(3_333)));
+        assert_eq!(s.rate.hz(), 301.0, "{s:?}");
         // Awkward periods too: the period computed back is never a hair too long.
         for ns in [1_000_003u64, 3_333_333, 7, 999_999_999] {
             let p = Duration::from_nanos(ns);
