@@ -3,20 +3,7 @@
 
 use super::{BenchOptions, Target, Variant, VariantResult};
 use quietwatt::overhead::Lateness;
-
-/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+use quietwatt_stats::median;
 
 /// One variant's rounds as one result: counts and CPU summed over all samples,
 /// the p50 lateness the median round's, the p99 and max the worst round's, and
@@ -66,14 +53,21 @@ pub(super) fn combine(rounds: Vec<VariantResult>, freq_hz: f64) -> VariantResult
         missed_deadlines: rounds.iter().map(|r| r.missed_deadlines).sum(),
         lateness: Lateness {
             wakeups: rounds.iter().map(|r| r.lateness.wakeups).sum(),
-            p50_ns: median(rounds.iter().map(|r| r.lateness.p50_ns as f64).collect()) as u64,
+            // Whole nanoseconds: finite, so the median is there (rounds is not empty).
+            p50_ns: median(
+                &rounds
+                    .iter()
+                    .map(|r| r.lateness.p50_ns as f64)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(0.0) as u64,
             p99_ns: rounds.iter().map(|r| r.lateness.p99_ns).max().unwrap_or(0),
             max_ns: rounds.iter().map(|r| r.lateness.max_ns).max().unwrap_or(0),
         },
         cpu_per_sample_ns: weighted(&|r| r.cpu_per_sample_ns),
         writer_cpu_per_sample_ns: weighted(&|r| r.writer_cpu_per_sample_ns),
         process_cpu_per_sample_ns: weighted(&|r| r.process_cpu_per_sample_ns),
-        cpu_ratio: (!round_ratios.is_empty()).then(|| median(round_ratios.clone())),
+        cpu_ratio: median(&round_ratios),
         round_ratios,
         steal_percent: rounds.iter().map(|r| r.steal_percent).sum::<f64>() / rounds.len() as f64,
         ..first
