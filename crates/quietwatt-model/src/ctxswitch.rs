@@ -11,7 +11,7 @@
 
 use super::counters::{SoftwareEvent, Task, TaskCounter};
 use super::energy::EnergyProbe;
-use super::sweep::{calibrate_batch, Planned};
+use super::sweep::{plan_each, Planned};
 use super::{Measured, Scenario, ScenarioSpec, XAxis};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -220,21 +220,15 @@ pub fn plan(
     cpu: usize,
 ) -> Result<Vec<Planned>> {
     let lo = counts.iter().copied().min().unwrap_or(2);
-    [SwitchKind::Baseline, SwitchKind::PingPong]
-        .iter()
-        .map(|&k| {
-            let mut s = SwitchScenario::new(k, cpu);
-            let b = match batch {
-                Some(b) => b.max(1),
-                None => calibrate_batch(&mut s, lo, min_run, 1000)?,
-            };
-            Ok(Planned {
-                scenario: Box::new(s),
-                counts: counts.to_vec(),
-                batch: b,
-            })
-        })
-        .collect()
+    let kinds = [SwitchKind::Baseline, SwitchKind::PingPong];
+    plan_each(
+        kinds.map(|k| SwitchScenario::new(k, cpu)),
+        counts,
+        batch,
+        lo,
+        min_run,
+        1000,
+    )
 }
 
 #[cfg(test)]

@@ -443,21 +443,14 @@ pub fn plan(
     );
     // COW keeps the parent's buffer and one copy per child.
     let cap = (max_bytes / (hi.max(1) * page)).saturating_sub(1).max(1) as u32;
-    PageFaultKind::ALL
-        .iter()
-        .map(|&k| {
-            let mut s = PageFaultScenario::new(k);
-            let b = match batch {
-                Some(b) => b.max(1),
-                None => super::sweep::calibrate_batch(&mut s, lo, min_run, cap)?,
-            };
-            Ok(super::sweep::Planned {
-                scenario: Box::new(s),
-                counts: counts.to_vec(),
-                batch: b,
-            })
-        })
-        .collect()
+    super::sweep::plan_each(
+        PageFaultKind::ALL.map(PageFaultScenario::new),
+        counts,
+        batch,
+        lo,
+        min_run,
+        cap,
+    )
 }
 
 #[cfg(test)]

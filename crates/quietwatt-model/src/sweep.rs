@@ -143,6 +143,33 @@ pub fn calibrate_batch(
     Ok(((min_run.as_secs_f64() / per).ceil() as u32).clamp(1, max.max(1)))
 }
 
+/// `scenarios` planned at `counts`: `batch` executions per run when given, else as
+/// many as [`calibrate_batch`] finds at `calibrate_at` (the smallest count), capped
+/// at `max`. The plan of every family that calibrates its batch.
+pub(crate) fn plan_each<S: Scenario + 'static>(
+    scenarios: impl IntoIterator<Item = S>,
+    counts: &[u64],
+    batch: Option<u32>,
+    calibrate_at: u64,
+    min_run: Duration,
+    max: u32,
+) -> Result<Vec<Planned>> {
+    scenarios
+        .into_iter()
+        .map(|mut s| {
+            let b = match batch {
+                Some(b) => b.max(1),
+                None => calibrate_batch(&mut s, calibrate_at, min_run, max)?,
+            };
+            Ok(Planned {
+                scenario: Box::new(s),
+                counts: counts.to_vec(),
+                batch: b,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
