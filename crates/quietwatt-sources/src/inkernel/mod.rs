@@ -49,7 +49,6 @@ use crate::error::{Error, Result};
 use crate::perf::{self, EventSpec, PerfEvents};
 use crate::root::SysRoot;
 use crate::{Channel, Mechanism, Selection, Source};
-use quietwatt_core::counter::Wrap;
 use quietwatt_core::domain::{Domain, DomainId};
 use quietwatt_core::units::EnergyUnit;
 use quietwatt_core::Hertz;
@@ -358,25 +357,7 @@ impl Plan {
         let mut groups: Vec<Group> = Vec::new();
         let split_by_pmu = mechanism == Mechanism::PerfRing;
         for spec in specs {
-            let slot = match channels.iter().position(|c| c.id == spec.id) {
-                Some(i) if channels[i].unit != spec.unit => {
-                    return Err(unavailable(format!(
-                    "the events of {} count in different units ({} and {}): they cannot be summed",
-                    spec.id, channels[i].unit, spec.unit
-                )))
-                }
-                Some(i) => i,
-                None => {
-                    channels.push(Channel {
-                        id: spec.id,
-                        unit: spec.unit,
-                        wrap: Wrap::PERF,
-                        origin: spec.origin.clone(),
-                        limit: None,
-                    });
-                    channels.len() - 1
-                }
-            };
+            let slot = perf::summed_channel(&mut channels, &spec).map_err(unavailable)?;
             let gi = groups.iter().position(|g| {
                 g.cpu == spec.cpu && (!split_by_pmu || g.events[0].pmu_type == spec.pmu_type)
             });
@@ -542,6 +523,7 @@ pub fn check_machinery(mechanism: Mechanism) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quietwatt_core::counter::Wrap;
 
     fn spec(socket: u32, domain: Domain, pmu: u32, cpu: u32) -> EventSpec {
         EventSpec::new(

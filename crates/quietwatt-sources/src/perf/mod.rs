@@ -80,6 +80,32 @@ pub struct PerfEvents {
     stand_in: bool,
 }
 
+/// The index in `channels` of the channel `spec` adds to: the one of its
+/// [`DomainId`](quietwatt_core::domain::DomainId), or a new one pushed for it. Events
+/// summed into one channel must count in one unit: the reason why not otherwise.
+pub(crate) fn summed_channel(
+    channels: &mut Vec<Channel>,
+    spec: &EventSpec,
+) -> std::result::Result<usize, String> {
+    match channels.iter().position(|c| c.id == spec.id) {
+        Some(i) if channels[i].unit != spec.unit => Err(format!(
+            "the events of {} count in different units ({} and {}): they cannot be summed",
+            spec.id, channels[i].unit, spec.unit
+        )),
+        Some(i) => Ok(i),
+        None => {
+            channels.push(Channel {
+                id: spec.id,
+                unit: spec.unit,
+                wrap: Wrap::PERF,
+                origin: spec.origin.clone(),
+                limit: None,
+            });
+            Ok(channels.len() - 1)
+        }
+    }
+}
+
 impl PerfEvents {
     /// Discovers the RAPL PMUs under `root` and opens the selected domains.
     pub fn open(root: &SysRoot, selection: &Selection) -> Result<PerfEvents> {
@@ -102,32 +128,16 @@ impl PerfEvents {
         let mut origins = Vec::with_capacity(specs.len());
         let mut cpus = Vec::with_capacity(specs.len());
         for spec in specs {
-            let slot = match channels.iter().position(|c| c.id == spec.id) {
-                Some(i) => {
-                    if channels[i].unit != spec.unit {
-                        return Err(Error::MechanismUnavailable {
-                            mechanism: Mechanism::Perf.name(),
-                            why: format!(
-                                "the events of {} count in different units ({} and {}): they cannot be summed",
-                                spec.id, channels[i].unit, spec.unit
-                            ),
-                        });
-                    }
-                    members[i] += 1;
-                    i
+            let slot = summed_channel(&mut channels, &spec).map_err(|why| {
+                Error::MechanismUnavailable {
+                    mechanism: Mechanism::Perf.name(),
+                    why,
                 }
-                None => {
-                    channels.push(Channel {
-                        id: spec.id,
-                        unit: spec.unit,
-                        wrap: Wrap::PERF,
-                        origin: spec.origin.clone(),
-                        limit: None,
-                    });
-                    members.push(1);
-                    channels.len() - 1
-                }
-            };
+            })?;
+            if slot == members.len() {
+                members.push(0);
+            }
+            members[slot] += 1;
             let fd = open_counting_event(spec.pmu_type, spec.config, spec.cpu)
                 .map_err(|e| open_error(&spec, e))?;
             fds.push(fd);
