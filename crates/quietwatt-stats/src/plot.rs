@@ -98,6 +98,27 @@ fn y_grid(s: &mut String, (lo, hi): (f64, f64), left: f64, right: f64, y: impl F
     }
 }
 
+/// The plot area's frame (`(left, top, width, height)`) and the x axis' label
+/// centred under it, near the bottom of a document `height` high.
+fn frame(
+    s: &mut String,
+    (left, top, plot_w, plot_h): (f64, f64, f64, f64),
+    height: f64,
+    x_label: &str,
+) {
+    let _ = writeln!(
+        s,
+        r##"<rect x="{left:.1}" y="{top:.1}" width="{plot_w:.1}" height="{plot_h:.1}" fill="none" stroke="#000"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        left + plot_w / 2.0,
+        height - 10.0,
+        xml(x_label)
+    );
+}
+
 /// The y axis' label, written upwards at the left edge, centred on the plot.
 fn y_axis_label(s: &mut String, top: f64, plot_h: f64, label: &str) {
     let mid = top + plot_h / 2.0;
@@ -319,17 +340,7 @@ pub fn lines_svg(
         );
         d += 1.0;
     }
-    let _ = writeln!(
-        s,
-        r##"<rect x="{left:.1}" y="{top:.1}" width="{plot_w:.1}" height="{plot_h:.1}" fill="none" stroke="#000"/>"##
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        left + plot_w / 2.0,
-        height - 10.0,
-        xml(x_label)
-    );
+    frame(&mut s, (left, top, plot_w, plot_h), height, x_label);
     y_axis_label(&mut s, top, plot_h, y_label);
     let legend = |s: &mut String, k: usize, color: &str, dash: &str, label: &str| {
         let ly = top + 10.0 + 16.0 * k as f64;
@@ -436,17 +447,7 @@ pub fn scatter_fit_svg(title: &str, x_label: &str, y_label: &str, groups: &[FitG
             xml(&tick_label(t))
         );
     }
-    let _ = writeln!(
-        s,
-        r##"<rect x="{left:.1}" y="{top:.1}" width="{plot_w:.1}" height="{plot_h:.1}" fill="none" stroke="#000"/>"##
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        left + plot_w / 2.0,
-        height - 10.0,
-        xml(x_label)
-    );
+    frame(&mut s, (left, top, plot_w, plot_h), height, x_label);
     y_axis_label(&mut s, top, plot_h, y_label);
     for (i, g) in groups.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
