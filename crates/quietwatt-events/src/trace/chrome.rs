@@ -133,14 +133,7 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
     ];
     // Counted rows: one read = one timestamp for every counter; a row covers
     // (previous read, this read].
-    let mut reads: Vec<u64> = ev
-        .rows
-        .iter()
-        .filter(|r| !r.event.starts_with(TRACED))
-        .map(|r| r.t_ns)
-        .collect();
-    reads.sort_unstable();
-    reads.dedup();
+    let reads = ev.read_times();
     let previous = |t: u64| -> Option<u64> {
         let k = reads.partition_point(|&x| x < t);
         (k >= 1).then(|| reads[k - 1])

@@ -54,18 +54,34 @@ pub struct EnergyRow {
     pub power_w: f64,
 }
 
-/// An energy recording read back.
-#[derive(Debug, Clone, Default)]
-pub struct EnergyFile {
-    /// `key: value` metadata, in order.
+/// A recording's file read back: its metadata and its rows ([`EnergyFile`],
+/// [`EventsFile`]).
+#[derive(Debug, Clone)]
+pub struct Recording<R> {
+    /// `key: value` metadata, in order (for an events file, its `channel`,
+    /// `cpuidle` and `note` lines included).
     pub meta: Vec<(String, String)>,
     /// Rows in file order.
-    pub rows: Vec<EnergyRow>,
+    pub rows: Vec<R>,
     /// A last line without its newline (a recording killed mid-write, a full
     /// disk), left out: writers end every row with one, so it is a cut row even
     /// when what is left of it parses.
     pub cut_last_line: Option<String>,
 }
+
+// By hand: a derived Default would ask `R: Default` of rows that have none.
+impl<R> Default for Recording<R> {
+    fn default() -> Self {
+        Recording {
+            meta: Vec::new(),
+            rows: Vec::new(),
+            cut_last_line: None,
+        }
+    }
+}
+
+/// An energy recording read back.
+pub type EnergyFile = Recording<EnergyRow>;
 
 /// One events row.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,15 +99,7 @@ pub struct EventRow {
 pub use crate::TRACED;
 
 /// An events recording read back.
-#[derive(Debug, Clone, Default)]
-pub struct EventsFile {
-    /// `key: value` metadata (`channel`, `cpuidle` and `note` lines included).
-    pub meta: Vec<(String, String)>,
-    /// Rows in file order.
-    pub rows: Vec<EventRow>,
-    /// A last line without its newline, left out (see [`EnergyFile::cut_last_line`]).
-    pub cut_last_line: Option<String>,
-}
+pub type EventsFile = Recording<EventRow>;
 
 fn read(path: &Path) -> Result<String, TraceError> {
     let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
@@ -131,6 +139,100 @@ fn meta_line(l: &str) -> Option<(String, String)> {
     Some((k.trim().to_string(), v.to_string()))
 }
 
+/// A line of `path` that is not what quietwatt writes.
+fn bad_line(path: &Path, line: usize, why: String) -> TraceError {
+    TraceError::Format {
+        path: path.to_path_buf(),
+        line,
+        why,
+    }
+}
+
+/// A file's `key: value` metadata and its rows, as read.
+type MetaAndRows<R> = (Vec<(String, String)>, Vec<R>);
+
+/// What a quietwatt CSV is called in its errors.
+struct Csv {
+    /// The file's kind (`energy`, `events`).
+    file: &'static str,
+    /// What each row must be (`an events row`).
+    row: &'static str,
+}
+
+/// The metadata and rows of `text`, a quietwatt CSV read from `path`: `# key:
+/// value` metadata, then the header line (`header` says whether a line is it),
+/// then the rows that `row` makes of their comma-separated fields.
+fn read_csv<R>(
+    path: &Path,
+    text: &str,
+    what: Csv,
+    header: impl Fn(&str) -> bool,
+    row: impl Fn(&[&str]) -> Option<R>,
+) -> Result<MetaAndRows<R>, TraceError> {
+    let (mut meta, mut rows) = (Vec::new(), Vec::new());
+    let mut seen_header = false;
+    for (i, l) in text.lines().enumerate() {
+        if l.starts_with('#') {
+            if let Some(kv) = meta_line(l) {
+                meta.push(kv);
+            }
+            continue;
+        }
+        if l.trim().is_empty() {
+            continue;
+        }
+        if !seen_header {
+            if !header(l) {
+                let why = format!("expected the {} header, found {l:?}", what.file);
+                return Err(bad_line(path, i + 1, why));
+            }
+            seen_header = true;
+            continue;
+        }
+        let c: Vec<&str> = l.split(',').collect();
+        let why = || format!("not {}: {l:?}", what.row);
+        rows.push(row(&c).ok_or_else(|| bad_line(path, i + 1, why()))?);
+    }
+    if !seen_header {
+        let why = format!("no header line: not a quietwatt {} CSV", what.file);
+        return Err(bad_line(path, 1, why));
+    }
+    Ok((meta, rows))
+}
+
+/// The metadata and rows of `text`, a JSON Lines energy file read from `path`.
+fn read_jsonl(path: &Path, text: &str) -> Result<MetaAndRows<EnergyRow>, TraceError> {
+    let (mut meta, mut rows) = (Vec::new(), Vec::new());
+    for (i, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(l).map_err(|e| bad_line(path, i + 1, e.to_string()))?;
+        if let Some(m) = v.get("metadata").and_then(|m| m.as_object()) {
+            for (k, v) in m {
+                let s = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                meta.push((k.clone(), s));
+            }
+            continue;
+        }
+        let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
+        let row = (|| {
+            Some(EnergyRow {
+                t_ns: v.get("timestamp_ns")?.as_u64()?,
+                socket: v.get("socket")?.as_u64()? as u32,
+                domain: v.get("domain")?.as_str()?.to_string(),
+                energy_j: num("energy_j")?,
+                power_w: num("power_w")?,
+            })
+        })()
+        .ok_or_else(|| bad_line(path, i + 1, "not an energy row".into()))?;
+        rows.push(row);
+    }
+    Ok((meta, rows))
+}
+
 impl EnergyFile {
     /// Reads a CSV, JSON Lines or Parquet energy file (told apart by its first
     /// bytes).
@@ -140,68 +242,11 @@ impl EnergyFile {
         }
         let whole = read(path)?;
         let (text, cut_last_line) = split_cut(&whole);
-        let bad = |line: usize, why: String| TraceError::Format {
-            path: path.to_path_buf(),
-            line,
-            why,
-        };
-        let mut f = EnergyFile {
-            cut_last_line,
-            ..EnergyFile::default()
-        };
-        if text.trim_start().starts_with('{') {
-            for (i, l) in text
-                .lines()
-                .enumerate()
-                .filter(|(_, l)| !l.trim().is_empty())
-            {
-                let v: serde_json::Value =
-                    serde_json::from_str(l).map_err(|e| bad(i + 1, e.to_string()))?;
-                if let Some(m) = v.get("metadata").and_then(|m| m.as_object()) {
-                    for (k, v) in m {
-                        let s = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                        f.meta.push((k.clone(), s));
-                    }
-                    continue;
-                }
-                let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
-                let row = (|| {
-                    Some(EnergyRow {
-                        t_ns: v.get("timestamp_ns")?.as_u64()?,
-                        socket: v.get("socket")?.as_u64()? as u32,
-                        domain: v.get("domain")?.as_str()?.to_string(),
-                        energy_j: num("energy_j")?,
-                        power_w: num("power_w")?,
-                    })
-                })()
-                .ok_or_else(|| bad(i + 1, "not an energy row".into()))?;
-                f.rows.push(row);
-            }
-            return Ok(f);
-        }
-        let mut header = false;
-        for (i, l) in text.lines().enumerate() {
-            if l.starts_with('#') {
-                if let Some(kv) = meta_line(l) {
-                    f.meta.push(kv);
-                }
-                continue;
-            }
-            if l.trim().is_empty() {
-                continue;
-            }
-            if !header {
-                if !l.starts_with("timestamp_ns,socket,domain,energy_j,power_w") {
-                    return Err(bad(
-                        i + 1,
-                        format!("expected the energy header, found {l:?}"),
-                    ));
-                }
-                header = true;
-                continue;
-            }
-            let c: Vec<&str> = l.split(',').collect();
-            let parsed = (|| {
+        let (meta, rows) = if text.trim_start().starts_with('{') {
+            read_jsonl(path, text)?
+        } else {
+            let header = |l: &str| l.starts_with("timestamp_ns,socket,domain,energy_j,power_w");
+            let row = |c: &[&str]| {
                 Some(EnergyRow {
                     t_ns: c.first()?.parse().ok()?,
                     socket: c.get(1)?.parse().ok()?,
@@ -209,19 +254,18 @@ impl EnergyFile {
                     energy_j: finite(c.get(3)?)?,
                     power_w: finite(c.get(4)?)?,
                 })
-            })();
-            f.rows
-                .push(parsed.ok_or_else(|| {
-                    bad(
-                        i + 1,
-                        format!("not an energy row (timestamp, socket, domain, finite energy_j and power_w): {l:?}"),
-                    )
-                })?);
-        }
-        if !header {
-            return Err(bad(1, "no header line: not a quietwatt energy CSV".into()));
-        }
-        Ok(f)
+            };
+            let what = Csv {
+                file: "energy",
+                row: "an energy row (timestamp, socket, domain, finite energy_j and power_w)",
+            };
+            read_csv(path, text, what, header, row)?
+        };
+        Ok(EnergyFile {
+            meta,
+            rows,
+            cut_last_line,
+        })
     }
 
     /// The events file `record --events` writes beside `path` (`run.csv` →
@@ -317,55 +361,42 @@ impl EventsFile {
     pub fn read(path: &Path) -> Result<EventsFile, TraceError> {
         let whole = read(path)?;
         let (text, cut_last_line) = split_cut(&whole);
-        let bad = |line: usize, why: String| TraceError::Format {
-            path: path.to_path_buf(),
-            line,
-            why,
+        let header = |l: &str| l == crate::recorder::HEADER;
+        let row = |c: &[&str]| {
+            if c.len() != 4 {
+                return None;
+            }
+            Some(EventRow {
+                t_ns: c[0].parse().ok()?,
+                cpu: c[1].parse().ok()?,
+                event: c[2].to_string(),
+                count: c[3].parse().ok()?,
+            })
         };
-        let mut f = EventsFile {
+        let what = Csv {
+            file: "events",
+            row: "an events row",
+        };
+        let (meta, rows) = read_csv(path, text, what, header, row)?;
+        Ok(EventsFile {
+            meta,
+            rows,
             cut_last_line,
-            ..EventsFile::default()
-        };
-        let mut header = false;
-        for (i, l) in text.lines().enumerate() {
-            if l.starts_with('#') {
-                if let Some(kv) = meta_line(l) {
-                    f.meta.push(kv);
-                }
-                continue;
-            }
-            if l.trim().is_empty() {
-                continue;
-            }
-            if !header {
-                if l != crate::recorder::HEADER {
-                    return Err(bad(
-                        i + 1,
-                        format!("expected the events header, found {l:?}"),
-                    ));
-                }
-                header = true;
-                continue;
-            }
-            let c: Vec<&str> = l.split(',').collect();
-            let parsed = (|| {
-                if c.len() != 4 {
-                    return None;
-                }
-                Some(EventRow {
-                    t_ns: c[0].parse().ok()?,
-                    cpu: c[1].parse().ok()?,
-                    event: c[2].to_string(),
-                    count: c[3].parse().ok()?,
-                })
-            })();
-            f.rows
-                .push(parsed.ok_or_else(|| bad(i + 1, format!("not an events row: {l:?}")))?);
-        }
-        if !header {
-            return Err(bad(1, "no header line: not a quietwatt events CSV".into()));
-        }
-        Ok(f)
+        })
+    }
+
+    /// The distinct times of the counted (not traced) rows, in order: one read is
+    /// one timestamp for every counter.
+    pub fn read_times(&self) -> Vec<u64> {
+        let mut t: Vec<u64> = self
+            .rows
+            .iter()
+            .filter(|r| !r.event.starts_with(TRACED))
+            .map(|r| r.t_ns)
+            .collect();
+        t.sort_unstable();
+        t.dedup();
+        t
     }
 
     /// Idle state names per `(cpu, state)` from the `# cpuidle:` lines.
@@ -404,14 +435,7 @@ pub fn energy_per_event(
     domain: &str,
 ) -> Vec<EnergyPerEvent> {
     // Window edges: the distinct read times of the events file.
-    let mut edges: Vec<u64> = events
-        .rows
-        .iter()
-        .filter(|r| !r.event.starts_with(TRACED))
-        .map(|r| r.t_ns)
-        .collect();
-    edges.sort_unstable();
-    edges.dedup();
+    let edges = events.read_times();
     if edges.len() < 4 {
         return Vec::new();
     }
