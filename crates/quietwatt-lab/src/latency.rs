@@ -618,6 +618,34 @@ fn perf_stand_in(b: &mut Bench, cpu: usize, other: Option<usize>) {
     );
 }
 
+/// The first spec of each domain (by `id`) that discovery `found`; none, after a
+/// row of `primitive` on `target` saying why, when it failed.
+fn one_per_domain<S, D: PartialEq, N, E: std::fmt::Display>(
+    b: &mut Bench,
+    primitive: &str,
+    target: &str,
+    found: Result<(Vec<S>, N), E>,
+    id: impl Fn(&S) -> D,
+) -> Vec<S> {
+    let specs = match found {
+        Ok((specs, _notes)) => specs,
+        Err(e) => {
+            b.unavailable(primitive, target, None, e.to_string());
+            return Vec::new();
+        }
+    };
+    let mut seen = Vec::new();
+    let mut first = Vec::new();
+    for s in specs {
+        let d = id(&s);
+        if !seen.contains(&d) {
+            seen.push(d);
+            first.push(s);
+        }
+    }
+    first
+}
+
 fn perf_rows(b: &mut Bench, root: &SysRoot, cpu: usize, other: Option<usize>) {
     // Opening the source checks what discovery alone does not: that the PMU is the
     // real kernel's and the events open.
@@ -625,20 +653,10 @@ fn perf_rows(b: &mut Bench, root: &SysRoot, cpu: usize, other: Option<usize>) {
         b.unavailable("perf read", "RAPL events", None, e.to_string());
         return;
     }
-    let specs = match perf::discover(root) {
-        Ok((specs, _)) => specs,
-        Err(e) => {
-            b.unavailable("perf read", "RAPL events", None, e.to_string());
-            return;
-        }
-    };
-    let mut seen = Vec::new();
-    for s in specs {
-        // One row pair per domain: the per-core events of a socket cost the same.
-        if seen.contains(&s.id) {
-            continue;
-        }
-        seen.push(s.id);
+    // One row pair per domain: the per-core events of a socket cost the same.
+    for s in one_per_domain(b, "perf read", "RAPL events", perf::discover(root), |s| {
+        s.id
+    }) {
         // A RAPL event is bound to the CPU its PMU lists, so it is the reader that
         // moves: onto the event's CPU ("same CPU"), then onto another one.
         let event_cpu = s.cpu as usize;
@@ -681,19 +699,7 @@ fn perf_rows(b: &mut Bench, root: &SysRoot, cpu: usize, other: Option<usize>) {
 }
 
 fn msr_rows(b: &mut Bench, root: &SysRoot, b_cpu: usize) {
-    let specs = match msr::discover(root) {
-        Ok((specs, _)) => specs,
-        Err(e) => {
-            b.unavailable("msr pread", "", None, e.to_string());
-            return;
-        }
-    };
-    let mut seen = Vec::new();
-    for s in specs {
-        if seen.contains(&s.id) {
-            continue;
-        }
-        seen.push(s.id);
+    for s in one_per_domain(b, "msr pread", "", msr::discover(root), |s| s.id) {
         let path = root.path(format!("/dev/cpu/{}/msr", s.cpu));
         let target = format!("{} (CPU {}, register {:#x})", s.id, s.cpu, s.register);
         let label = root_label(root, &path);

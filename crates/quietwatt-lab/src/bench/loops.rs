@@ -124,6 +124,24 @@ struct LoopFigures {
     realtime: bool,
 }
 
+/// What the engine's variants record through: a meter on `source`, a CSV sink at
+/// `path` that also counts the samples per second over `duration`, and the
+/// recording's metadata at `rate`.
+fn metered_csv(
+    source: Box<dyn Source>,
+    path: &Path,
+    rate: &Rate,
+    duration: Duration,
+) -> io::Result<(Meter, Windows<CsvSink<OutputFile>>, Metadata)> {
+    let meter = Meter::new(source);
+    let sink = Windows {
+        inner: CsvSink::new(OutputFile::create(path)?),
+        counter: WindowCounter::new(duration),
+    };
+    let meta = Metadata::new(meter.label(), rate, &SysRoot::default());
+    Ok((meter, sink, meta))
+}
+
 /// Runs one variant for the options' duration on `source`, writing its CSV to `path`
 /// where it writes one, and returns its figures with the notes it raised.
 pub(super) fn run_variant(
@@ -146,13 +164,8 @@ pub(super) fn run_variant(
     let (figures, counter) = match v {
         Variant::Reference => reference(source, opts, setup, &mut warnings)?,
         Variant::Timerfd | Variant::Badsleep => {
-            let mut meter = Meter::new(source);
-            let file = OutputFile::create(path).map_err(out_err)?;
-            let mut sink = Windows {
-                inner: CsvSink::new(file),
-                counter: WindowCounter::new(duration),
-            };
-            let meta = Metadata::new(meter.label(), &rate, &SysRoot::default());
+            let (mut meter, mut sink, meta) =
+                metered_csv(source, path, &rate, duration).map_err(out_err)?;
             let mut config = EngineConfig::new(rate);
             config.duration = Some(duration);
             config.cpu = opts.cpu;
@@ -187,13 +200,8 @@ pub(super) fn run_variant(
             )
         }
         Variant::BadsleepSt => {
-            let mut meter = Meter::new(source);
-            let file = OutputFile::create(path).map_err(out_err)?;
-            let mut sink = Windows {
-                inner: CsvSink::new(file),
-                counter: WindowCounter::new(duration),
-            };
-            let meta = Metadata::new(meter.label(), &rate, &SysRoot::default());
+            let (mut meter, mut sink, meta) =
+                metered_csv(source, path, &rate, duration).map_err(out_err)?;
             sink.begin(&meta, meter.channels()).map_err(out_err)?;
             let f = single_thread(&mut meter, &mut sink, opts, setup, path, &mut warnings)?;
             (f, sink.counter)
