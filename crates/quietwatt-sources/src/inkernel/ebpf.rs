@@ -25,11 +25,11 @@
 
 use super::{
     bpf_permission_fix, cpu_clock_attr, perf_enable, perf_open, period_ns, rename, ring_bytes,
-    KernelCounts, KernelSample, KernelSampler, Plan, MAX_DOMAINS,
+    KernelCounts, KernelSample, KernelSampler, Plan, SampledEvents, MAX_DOMAINS,
 };
 use crate::error::{Error, Result};
-use crate::perf::{open_counting_event, read_count};
-use crate::{Channel, Mechanism};
+use crate::perf::open_counting_event;
+use crate::Mechanism;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use quietwatt_core::Hertz;
@@ -149,14 +149,11 @@ pub struct EbpfSampler<'obj> {
     ring: BpfRing,
     ring_fd: OwnedFd,
     skel: SamplerSkel<'obj>,
-    members: Vec<OwnedFd>,
+    events: SampledEvents,
     stats_fd: Option<OwnedFd>,
-    plan: Plan,
-    group_channels: Vec<Vec<usize>>,
     /// Group index of each CPU id (usize::MAX: none).
     group_of_cpu: Vec<usize>,
     last_seq: Vec<Option<u64>>,
-    freq: Hertz,
     /// Kernel counts when sampling started: [`KernelSampler::kernel_counts`] reports
     /// the recording only.
     at_start: KernelCounts,
@@ -310,7 +307,6 @@ impl<'obj> EbpfSampler<'obj> {
             plan.notes.push(format!("libbpf: {}", log.trim()));
         }
 
-        let group_channels = plan.group_channels();
         let n = plan.groups.len();
         Ok(EbpfSampler {
             _links: links,
@@ -318,13 +314,10 @@ impl<'obj> EbpfSampler<'obj> {
             ring,
             ring_fd,
             skel,
-            members,
+            events: SampledEvents::new(plan, freq, members),
             stats_fd,
-            plan,
-            group_channels,
             group_of_cpu,
             last_seq: vec![None; n],
-            freq,
             at_start: KernelCounts::default(),
             bad_records: 0,
         })
@@ -332,7 +325,7 @@ impl<'obj> EbpfSampler<'obj> {
 
     /// Enables or disables every clock event.
     fn clocks(&self, on: bool) -> Result<()> {
-        for (&raw, g) in self.leaders.iter().zip(&self.plan.groups) {
+        for (&raw, g) in self.leaders.iter().zip(&self.events.plan().groups) {
             // SAFETY: the descriptor stays open while its link in `_links` lives,
             // which is as long as `self`.
             let fd = unsafe { BorrowedFd::borrow_raw(raw) };
@@ -391,20 +384,8 @@ impl KernelSampler for EbpfSampler<'_> {
         Mechanism::Ebpf
     }
 
-    fn channels(&self) -> &[Channel] {
-        &self.plan.channels
-    }
-
-    fn group_channels(&self) -> &[Vec<usize>] {
-        &self.group_channels
-    }
-
-    fn freq(&self) -> Hertz {
-        self.freq
-    }
-
-    fn notes(&self) -> &[String] {
-        &self.plan.notes
+    fn events(&self) -> &SampledEvents {
+        &self.events
     }
 
     fn start(&mut self) -> Result<()> {
@@ -419,24 +400,6 @@ impl KernelSampler for EbpfSampler<'_> {
         // DISABLE runs on the event's CPU with interrupts off, where the program runs
         // from the clock's interrupt: when it returns, no run is in flight there.
         self.clocks(false)
-    }
-
-    fn read_events(&mut self, out: &mut [u64]) -> Result<()> {
-        for ((o, fd), spec) in out
-            .iter_mut()
-            .zip(&self.members)
-            .zip(self.plan.groups.iter().flat_map(|g| &g.events))
-        {
-            *o = read_count(fd.as_fd()).map_err(|e| Error::Vanished {
-                path: spec.origin.clone(),
-                source: e,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn event_count(&self) -> usize {
-        self.members.len()
     }
 
     fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {

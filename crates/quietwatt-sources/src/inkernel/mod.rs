@@ -53,7 +53,7 @@ use quietwatt_core::domain::{Domain, DomainId};
 use quietwatt_core::units::EnergyUnit;
 use quietwatt_core::Hertz;
 use serde::Serialize;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 /// The most events one sampling CPU reads per sample (`QW_MAX_DOMAINS` in
@@ -109,14 +109,24 @@ pub struct KernelCounts {
 pub trait KernelSampler: Send {
     /// Which mechanism this is.
     fn mechanism(&self) -> Mechanism;
+    /// The events it samples, as both mechanisms hold them.
+    fn events(&self) -> &SampledEvents;
     /// The channels, in the order every reading of the counters fills.
-    fn channels(&self) -> &[Channel];
+    fn channels(&self) -> &[Channel] {
+        &self.events().plan.channels
+    }
     /// For each group, the channel each of its events adds to (in event order).
-    fn group_channels(&self) -> &[Vec<usize>];
+    fn group_channels(&self) -> &[Vec<usize>] {
+        &self.events().group_channels
+    }
     /// The sampling rate asked of the kernel.
-    fn freq(&self) -> Hertz;
+    fn freq(&self) -> Hertz {
+        self.events().freq
+    }
     /// Things found while opening that are not errors.
-    fn notes(&self) -> &[String];
+    fn notes(&self) -> &[String] {
+        &self.events().plan.notes
+    }
     /// Starts the kernel sampling.
     fn start(&mut self) -> Result<()>;
     /// Stops it: once this returns, no sample is added to the rings.
@@ -124,9 +134,13 @@ pub trait KernelSampler: Send {
     /// Reads every event now, from user space, into `out` (one value per event of
     /// every group, groups in order): the same counters the kernel samples, so the
     /// priming and final readings of a recording are consistent with its samples.
-    fn read_events(&mut self, out: &mut [u64]) -> Result<()>;
+    fn read_events(&mut self, out: &mut [u64]) -> Result<()> {
+        self.events().read(out)
+    }
     /// Events over all groups (the length [`KernelSampler::read_events`] fills).
-    fn event_count(&self) -> usize;
+    fn event_count(&self) -> usize {
+        self.events().members.len()
+    }
     /// Descriptors that become readable when a ring passes its watermark.
     fn wake_fds(&self) -> Vec<BorrowedFd<'_>>;
     /// Hands every queued sample to `f`, in time order across groups. Allocates
@@ -136,6 +150,49 @@ pub trait KernelSampler: Send {
     fn pending_bytes(&self) -> u64;
     /// The kernel side's counts so far (reads the BPF maps: not for the hot path).
     fn kernel_counts(&self) -> KernelCounts;
+}
+
+/// The events an in-kernel sampler samples, whatever the mechanism: the plan they
+/// were opened by, the channel each group's events add to, the sampling rate, and
+/// the events' descriptors in plan order (read from user space at the start and
+/// the end of a recording).
+pub struct SampledEvents {
+    plan: Plan,
+    group_channels: Vec<Vec<usize>>,
+    freq: Hertz,
+    members: Vec<OwnedFd>,
+}
+
+impl SampledEvents {
+    /// The events of `plan`, opened as `members` (in plan order), sampled at `freq`.
+    pub(crate) fn new(plan: Plan, freq: Hertz, members: Vec<OwnedFd>) -> SampledEvents {
+        SampledEvents {
+            group_channels: plan.group_channels(),
+            plan,
+            freq,
+            members,
+        }
+    }
+
+    /// The plan they were opened by.
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Reads every event into `out`, in plan order.
+    fn read(&self, out: &mut [u64]) -> Result<()> {
+        for ((o, fd), spec) in out
+            .iter_mut()
+            .zip(&self.members)
+            .zip(self.plan.groups.iter().flat_map(|g| &g.events))
+        {
+            *o = perf::read_count(fd.as_fd()).map_err(|e| Error::Vanished {
+                path: spec.origin.clone(),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Where the BPF object lives while a sampler uses it: the generated skeleton

@@ -24,11 +24,11 @@
 
 use super::{
     cpu_clock_attr, perf_enable, perf_id, perf_open, period_ns, rename, ring_bytes, KernelCounts,
-    KernelSample, KernelSampler, Plan, MAX_DOMAINS,
+    KernelSample, KernelSampler, Plan, SampledEvents, MAX_DOMAINS,
 };
 use crate::error::{Error, Result};
-use crate::perf::{open_counting_event, open_error, permission_fix, read_count, EventSpec};
-use crate::{Channel, Mechanism};
+use crate::perf::{open_counting_event, open_error, permission_fix, EventSpec};
+use crate::Mechanism;
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_FORMAT_GROUP, PERF_FORMAT_ID, PERF_RECORD_LOST, PERF_RECORD_SAMPLE,
     PERF_RECORD_THROTTLE, PERF_SAMPLE_READ, PERF_SAMPLE_TIME,
@@ -66,13 +66,10 @@ fn sample_bytes(n: usize) -> usize {
 pub struct PerfRingSampler {
     // Unmap the rings before closing their events.
     rings: Vec<PerfRing>,
-    members: Vec<OwnedFd>,
+    events: SampledEvents,
     leaders: Vec<OwnedFd>,
     /// Each group's member ids, in event order (the leader's own value is skipped).
     ids: Vec<Vec<u64>>,
-    plan: Plan,
-    group_channels: Vec<Vec<usize>>,
-    freq: Hertz,
     // Drain state, allocated once: each ring's read position, the head seen at the
     // start of a drain, the time of its next sample, and its lost samples not yet
     // attached to a sample.
@@ -169,15 +166,11 @@ impl PerfRingSampler {
             rings.push(ring);
         }
         let n = plan.groups.len();
-        let group_channels = plan.group_channels();
         Ok(PerfRingSampler {
             rings,
-            members,
+            events: SampledEvents::new(plan, freq, members),
             leaders,
             ids,
-            plan,
-            group_channels,
-            freq,
             pos: vec![0; n],
             head: vec![0; n],
             front: vec![None; n],
@@ -257,24 +250,12 @@ impl KernelSampler for PerfRingSampler {
         Mechanism::PerfRing
     }
 
-    fn channels(&self) -> &[Channel] {
-        &self.plan.channels
-    }
-
-    fn group_channels(&self) -> &[Vec<usize>] {
-        &self.group_channels
-    }
-
-    fn freq(&self) -> Hertz {
-        self.freq
-    }
-
-    fn notes(&self) -> &[String] {
-        &self.plan.notes
+    fn events(&self) -> &SampledEvents {
+        &self.events
     }
 
     fn start(&mut self) -> Result<()> {
-        for (fd, g) in self.leaders.iter().zip(&self.plan.groups) {
+        for (fd, g) in self.leaders.iter().zip(&self.events.plan().groups) {
             perf_enable(fd.as_fd(), true).map_err(|e| Error::KernelSampling {
                 cpu: Some(g.cpu),
                 detail: "start the sampling group".into(),
@@ -287,7 +268,7 @@ impl KernelSampler for PerfRingSampler {
     fn stop(&mut self) -> Result<()> {
         // Disabling the leader stops the group; the overflow handler runs with
         // interrupts off on the group's CPU, where DISABLE runs too.
-        for (fd, g) in self.leaders.iter().zip(&self.plan.groups) {
+        for (fd, g) in self.leaders.iter().zip(&self.events.plan().groups) {
             perf_enable(fd.as_fd(), false).map_err(|e| Error::KernelSampling {
                 cpu: Some(g.cpu),
                 detail: "stop the sampling group".into(),
@@ -295,24 +276,6 @@ impl KernelSampler for PerfRingSampler {
             })?;
         }
         Ok(())
-    }
-
-    fn read_events(&mut self, out: &mut [u64]) -> Result<()> {
-        for ((o, fd), spec) in out
-            .iter_mut()
-            .zip(&self.members)
-            .zip(self.plan.groups.iter().flat_map(|g| &g.events))
-        {
-            *o = read_count(fd.as_fd()).map_err(|e| Error::Vanished {
-                path: spec.origin.clone(),
-                source: e,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn event_count(&self) -> usize {
-        self.members.len()
     }
 
     fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
@@ -492,15 +455,11 @@ mod tests {
             PerfRing::new(a.fd.as_fd(), a.pages).unwrap(),
             PerfRing::new(b.fd.as_fd(), b.pages).unwrap(),
         ];
-        let group_channels = plan.group_channels();
         let mut s = PerfRingSampler {
             rings,
-            members: Vec::new(),
+            events: SampledEvents::new(plan, Hertz::clamped(1000.0), Vec::new()),
             leaders: Vec::new(),
             ids: vec![vec![11, 12], vec![21]],
-            plan,
-            group_channels,
-            freq: Hertz::clamped(1000.0),
             pos: vec![0; 2],
             head: vec![0; 2],
             front: vec![None; 2],
