@@ -179,6 +179,18 @@ impl PerfRingSampler {
         })
     }
 
+    /// Enables or disables every sampling group (through its leader).
+    fn groups(&self, on: bool) -> Result<()> {
+        for (fd, g) in self.leaders.iter().zip(&self.events.plan().groups) {
+            perf_enable(fd.as_fd(), on).map_err(|e| Error::KernelSampling {
+                cpu: Some(g.cpu),
+                detail: format!("{} the sampling group", if on { "start" } else { "stop" }),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Moves ring `g` past records that are not samples (counting lost samples and
     /// throttling) and returns the time of its next sample, if any before the head.
     fn front(&mut self, g: usize, buf: &mut [u8; MAX_RECORD]) -> Option<u64> {
@@ -255,27 +267,13 @@ impl KernelSampler for PerfRingSampler {
     }
 
     fn start(&mut self) -> Result<()> {
-        for (fd, g) in self.leaders.iter().zip(&self.events.plan().groups) {
-            perf_enable(fd.as_fd(), true).map_err(|e| Error::KernelSampling {
-                cpu: Some(g.cpu),
-                detail: "start the sampling group".into(),
-                source: e,
-            })?;
-        }
-        Ok(())
+        self.groups(true)
     }
 
     fn stop(&mut self) -> Result<()> {
         // Disabling the leader stops the group; the overflow handler runs with
         // interrupts off on the group's CPU, where DISABLE runs too.
-        for (fd, g) in self.leaders.iter().zip(&self.events.plan().groups) {
-            perf_enable(fd.as_fd(), false).map_err(|e| Error::KernelSampling {
-                cpu: Some(g.cpu),
-                detail: "stop the sampling group".into(),
-                source: e,
-            })?;
-        }
-        Ok(())
+        self.groups(false)
     }
 
     fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
