@@ -19,7 +19,7 @@
 //! against, the summary compares perf's count with the BPF program's.
 
 use super::cpuidle::CpuidleStates;
-use super::tracepoint::{open_tracepoint, Tracefs, PWR_EVENT_EXIT};
+use super::tracepoint::{find_id, open_tracepoint, PWR_EVENT_EXIT};
 use super::{Channel, Event, Result};
 
 /// Entry counters per state and an exit counter, per CPU, through perf. Without
@@ -30,15 +30,7 @@ pub fn open_perf(
     cpuidle: &CpuidleStates,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Channel>> {
-    let id = match Tracefs::find().and_then(|t| {
-        if t.mounted_here {
-            notes.push(format!(
-                "tracefs was not mounted; quietwatt mounted it at {}",
-                t.dir().display()
-            ));
-        }
-        t.id("power", "cpu_idle")
-    }) {
+    let id = match find_id("power", "cpu_idle", notes) {
         Ok(id) => id,
         Err(e) => {
             notes.push(format!("power:cpu_idle is not counted through perf: {e}"));

@@ -10,7 +10,7 @@
 //! project's VM against ~1400 context switches/s): that is the finding, not a fault.
 
 use super::faults::software;
-use super::tracepoint::{open_tracepoint, Tracefs};
+use super::tracepoint::{find_id, open_tracepoint};
 use super::{Channel, Event, Result};
 use perf_event_open_sys::bindings::{PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_CPU_MIGRATIONS};
 
@@ -30,15 +30,7 @@ pub fn open(cpus: &[u32], notes: &mut Vec<String>) -> Result<Vec<Channel>> {
             PERF_COUNT_SW_CPU_MIGRATIONS as u64,
         )?);
     }
-    let id = match Tracefs::find().and_then(|t| {
-        if t.mounted_here {
-            notes.push(format!(
-                "tracefs was not mounted; quietwatt mounted it at {}",
-                t.dir().display()
-            ));
-        }
-        t.id("sched", "sched_wake_idle_without_ipi")
-    }) {
+    let id = match find_id("sched", "sched_wake_idle_without_ipi", notes) {
         Ok(id) => id,
         Err(e) => {
             notes.push(format!("wake-ups without IPI are not counted: {e}"));

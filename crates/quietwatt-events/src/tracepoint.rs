@@ -76,6 +76,19 @@ impl Tracefs {
     }
 }
 
+/// The id of tracepoint `sys:name` in tracefs, found (or mounted) for it; a mount
+/// of tracefs by quietwatt goes in `notes`, as the user is told of it.
+pub fn find_id(sys: &str, name: &str, notes: &mut Vec<String>) -> Result<u64> {
+    let t = Tracefs::find()?;
+    if t.mounted_here {
+        notes.push(format!(
+            "tracefs was not mounted; quietwatt mounted it at {}",
+            t.dir().display()
+        ));
+    }
+    t.id(sys, name)
+}
+
 fn mount_tracefs(target: &str) -> std::io::Result<()> {
     let c = |s: &str| CString::new(s).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL));
     let (src, dst, fs) = (c("nodev")?, c(target)?, c("tracefs")?);
