@@ -155,23 +155,27 @@ impl FullTrace {
         })?;
         let mut links = Vec::new();
         let mut what = Vec::new();
-        if groups.cstate {
-            links.push(
-                skel.progs
-                    .qw_trace_idle
+        for (on, prog, sys, name) in [
+            (
+                groups.cstate,
+                &skel.progs.qw_trace_idle,
+                "power",
+                "cpu_idle",
+            ),
+            (
+                groups.sched,
+                &skel.progs.qw_trace_switch,
+                "sched",
+                "sched_switch",
+            ),
+        ] {
+            if on {
+                let link = prog
                     .attach()
-                    .map_err(|e| err("attach raw_tracepoint/cpu_idle", e))?,
-            );
-            what.push("power:cpu_idle (raw tracepoint)".to_string());
-        }
-        if groups.sched {
-            links.push(
-                skel.progs
-                    .qw_trace_switch
-                    .attach()
-                    .map_err(|e| err("attach raw_tracepoint/sched_switch", e))?,
-            );
-            what.push("sched:sched_switch (raw tracepoint)".to_string());
+                    .map_err(|e| err(&format!("attach raw_tracepoint/{name}"), e))?;
+                links.push(link);
+                what.push(format!("{sys}:{name} (raw tracepoint)"));
+            }
         }
         if groups.faults {
             for &cpu in cpus {
