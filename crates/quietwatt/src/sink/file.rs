@@ -75,6 +75,31 @@ pub trait RecordOutput: Write {
     fn write_records(&mut self, buf: &[u8], ends: &[usize]) -> Result<(), (usize, io::Error)>;
 }
 
+/// Writes a text sink's batch to `out` and empties it: `buf` holds whole records
+/// ending at `ends` (none: the metadata and header lines, no sample); `kept` counts
+/// the records that landed, also when the write failed part-way. The CSV and JSON
+/// Lines sinks commit through it.
+pub(crate) fn commit_batch<W: RecordOutput>(
+    out: &mut W,
+    buf: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+    kept: &mut u64,
+) -> io::Result<()> {
+    let r = if ends.is_empty() {
+        out.write_all(buf)
+    } else {
+        let (landed, r) = match out.write_records(buf, ends) {
+            Ok(()) => (ends.len(), Ok(())),
+            Err((landed, e)) => (landed, Err(e)),
+        };
+        *kept += landed as u64;
+        r
+    };
+    buf.clear();
+    ends.clear();
+    r
+}
+
 /// A [`Write`] whose `write_all` either appends the whole buffer or, on failure,
 /// keeps the whole lines of it that landed and cuts the rest (when it can be
 /// truncated: a regular file can, `/dev/full` or a pipe cannot).

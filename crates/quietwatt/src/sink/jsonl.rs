@@ -33,20 +33,7 @@ impl<W: RecordOutput> JsonlSink<W> {
     }
 
     fn commit(&mut self) -> io::Result<()> {
-        let r = if self.ends.is_empty() {
-            // The metadata and header: lines, no sample.
-            self.out.write_all(&self.buf)
-        } else {
-            let (kept, r) = match self.out.write_records(&self.buf, &self.ends) {
-                Ok(()) => (self.ends.len(), Ok(())),
-                Err((kept, e)) => (kept, Err(e)),
-            };
-            self.kept += kept as u64;
-            r
-        };
-        self.buf.clear();
-        self.ends.clear();
-        r
+        super::file::commit_batch(&mut self.out, &mut self.buf, &mut self.ends, &mut self.kept)
     }
 }
 
