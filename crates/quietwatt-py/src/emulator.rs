@@ -306,11 +306,7 @@ impl Drop for Emulator {
     /// An emulator Python collects without `unmount()` closes what is kept open
     /// under it first, as `unmount()` does.
     fn drop(&mut self) {
-        let taken = self
-            .inner
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let taken = take_inner(&mut self.inner);
         if let Some(m) = taken {
             let _ = m.unmount();
         }
@@ -385,11 +381,13 @@ impl BuiltInEmulator {
 
 impl Drop for BuiltInEmulator {
     fn drop(&mut self) {
-        let taken = self
-            .inner
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let taken = take_inner(&mut self.inner);
         let _ = BuiltInEmulator::close(taken);
     }
+}
+
+/// What a dropped emulator still holds, taken out even from a poisoned lock: a
+/// panic elsewhere must not leave a mount behind.
+fn take_inner<T>(inner: &mut std::sync::Mutex<Option<T>>) -> Option<T> {
+    inner.get_mut().unwrap_or_else(|p| p.into_inner()).take()
 }
