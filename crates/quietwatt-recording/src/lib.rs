@@ -268,14 +268,14 @@ impl RecordingBuilder {
         let path = self.output.path().to_path_buf();
         let file = self.open_output()?;
         let in_kernel = self.choice.mechanism.in_kernel();
-        self.choice.drain = Hertz::new(self.drain_hz)
-            .map_err(|_| RecordingError::DrainRate { hz: self.drain_hz })?;
-        self.choice.kernel_rate = match self.engine.rate {
-            Rate::Fixed(f) => Some(f),
-            _ => None,
-        };
-        if !in_kernel {
-            self.choice.kernel_rate = Some(Hertz::clamped(quietwatt::inkernel::DEFAULT_FREQ_HZ));
+        // The kernel's rate and drain matter to the in-kernel mechanisms only.
+        if let (true, MechanismRequest::Named(mechanism)) = (in_kernel, self.choice.mechanism) {
+            let Rate::Fixed(f) = self.engine.rate else {
+                return Err(ChooseError::NeedsFixedRate { mechanism }.into());
+            };
+            self.choice.kernel_rate = Some(f);
+            self.choice.drain = Hertz::new(self.drain_hz)
+                .map_err(|_| RecordingError::DrainRate { hz: self.drain_hz })?;
         }
         let chosen = quietwatt::source::choose::open(&self.root, &self.choice)?;
         let mut meter = Meter::new(chosen.source);

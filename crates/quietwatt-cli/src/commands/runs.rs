@@ -2,8 +2,8 @@
 //! table of its summaries and hyperfine's warning about outlying runs. The figures
 //! are `quietwatt-compare`'s typed result.
 
-use quietwatt_stats::repeat::Summary;
 use quietwatt_compare::CommandSummary;
+use quietwatt_stats::repeat::Summary;
 
 /// The table's rows, on stderr.
 pub fn print_table(s: &CommandSummary) {
