@@ -164,7 +164,7 @@ pub fn error(done: &EventsOutcome) -> Option<Failure> {
 /// trace (the library's `write_trace`), with its warnings.
 pub fn write_trace(energy: &Path, events: Option<&Path>, out: &Path) -> Result<(), Failure> {
     let cut = quietwatt_recording::events::write_trace(energy, events, out)
-        .map_err(super::record::recording_failure)?;
+        .map_err(super::record_errors::recording_failure)?;
     warn_cut(&cut);
     Ok(())
 }
