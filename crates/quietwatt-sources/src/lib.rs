@@ -38,6 +38,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod choose;
 pub mod consistency;
 pub mod cpuinfo;
 pub mod doctor;

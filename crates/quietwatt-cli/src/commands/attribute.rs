@@ -3,13 +3,12 @@
 //! become the library's typed [`Options`] once; the library composes the split.
 
 use crate::emulated::Environment;
-use crate::exit::{Failure, OUTPUT};
-use quietwatt::sink::{OutputFile, Sink};
+use crate::exit::Failure;
+use quietwatt::sink::Sink;
 use quietwatt::transform::{NoRows, Transformed};
-use quietwatt::Format;
 use quietwatt_attribution::{
-    Attributed, Attribution, AttributionError, By, Entity, IdlePower, LongFormat, Names, Options,
-    OwnCgroup, Totals, Tracker,
+    Attribution, AttributionError, By, Entity, IdlePower, Names, Options, OwnCgroup, Totals,
+    Tracker,
 };
 
 /// What `--attribute` splits by.
@@ -91,7 +90,7 @@ pub fn attribution(
 }
 
 /// Why the split could not be opened, and the fix.
-fn failure(what: &str, e: AttributionError) -> Failure {
+pub fn failure(what: &str, e: AttributionError) -> Failure {
     match e {
         AttributionError::Topology(_) => Failure::usage(format!("{what}: {e}")),
         e => tracker_failure(what, e),
@@ -111,65 +110,12 @@ fn tracker_failure(what: &str, e: AttributionError) -> Failure {
     ))
 }
 
-/// `record`'s sink: the format's own, or the attribution's long format, whose
-/// totals are read from it after the recording.
-pub enum RecordSink {
-    /// The energy per domain.
-    Plain(Box<dyn Sink>),
-    /// `--attribute`: the split of every sample.
-    Attributed(Box<Attributed<OutputFile>>),
-}
-
-impl RecordSink {
-    /// The sink the recording writes to.
-    pub fn as_sink(&mut self) -> &mut dyn Sink {
-        match self {
-            RecordSink::Plain(s) => s.as_mut(),
-            RecordSink::Attributed(s) => s.as_mut(),
-        }
+impl RecordArgs {
+    /// The library's typed options, with `--attribute`.
+    pub fn options(&self) -> Option<Options> {
+        self.attribute
+            .map(|by| Options::new(by.into(), idle(self.idle_watts)))
     }
-
-    /// The split's totals, with `--attribute`.
-    pub fn totals(&self) -> Option<&Totals> {
-        match self {
-            RecordSink::Plain(_) => None,
-            RecordSink::Attributed(s) => Some(s.transform().totals()),
-        }
-    }
-}
-
-/// `record`'s sink: the attribution's long format when `--attribute` is given,
-/// else the format's own.
-pub fn record_sink(
-    args: &RecordArgs,
-    env: &Environment,
-    file: OutputFile,
-    format: Format,
-    output: &std::path::Path,
-) -> Result<RecordSink, Failure> {
-    let Some(by) = args.attribute else {
-        // A Parquet file must be a regular file: the sink says so, with the fix.
-        return format.file_sink(file).map(RecordSink::Plain).map_err(|e| {
-            Failure::new(
-                OUTPUT,
-                format!("cannot write {format} to {}: {e}", output.display()),
-            )
-        });
-    };
-    let long = match format {
-        Format::Csv => LongFormat::Csv,
-        Format::Jsonl => LongFormat::Jsonl,
-        #[allow(unreachable_patterns)]
-        other => {
-            return Err(Failure::usage(format!(
-                "--attribute writes csv or jsonl, not {other}: name the file .csv or .jsonl"
-            )))
-        }
-    };
-    let options = Options::new(by.into(), idle(args.idle_watts));
-    let sink = quietwatt_attribution::open_sink(&options, &env.root, file, long)
-        .map_err(|e| failure("--attribute", e))?;
-    Ok(RecordSink::Attributed(Box::new(sink)))
 }
 
 fn j(uj: u64) -> f64 {

@@ -1,18 +1,18 @@
-//! OS events on the energy timeline: `record --events cstate,faults,sched` (the
-//! events thread beside the energy engine, its summary, `--trace`), and `bench
-//! wakeup` (paper 004's caller/callee experiment).
+//! OS events on the energy timeline: `record --events cstate,faults,sched` (its
+//! flags and words; the events thread, its summary and `--trace` are composed by
+//! `quietwatt-recording`), and `bench wakeup` (paper 004's caller/callee
+//! experiment).
 
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT, USAGE};
-use quietwatt::sink::OutputFile;
-use quietwatt::{source, EnergyReport, Hertz, Metadata, Selection};
+use quietwatt::{source, Hertz, Selection};
 use quietwatt_events::full_trace;
 use quietwatt_events::power_profile::EnergySampler;
 use quietwatt_events::recorder::DEFAULT_HZ;
-use quietwatt_events::summary::EventSummary;
-use quietwatt_events::trace::{self, EnergyFile, EventsFile, TraceError};
+use quietwatt_events::trace::{EnergyFile, TraceError};
 use quietwatt_events::wakeup::{self, WakeupConfig, WakeupReport};
-use quietwatt_events::{EventCounters, EventRecorder, EventTotals, EventsError, Groups};
+use quietwatt_events::{EventsError, Groups};
+use quietwatt_recording::{EventsOptions, EventsOutcome, EventsStarted};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -81,221 +81,94 @@ impl RecordEventsArgs {
         }
         v
     }
+}
 
-    /// Whether events or a trace are asked for: both need the recording in a file.
-    pub fn any(&self) -> bool {
-        self.events.is_some() || self.trace.is_some()
+impl RecordEventsArgs {
+    /// The library's typed options for these flags; `truth`: the true energy per
+    /// event (an emulator of constant power: 0 J).
+    pub fn options(&self, truth: Option<f64>) -> EventsOptions {
+        EventsOptions {
+            groups: self.events,
+            freq: self.events_freq,
+            trace: self.trace.clone(),
+            full_trace_ring: self
+                .full_trace
+                .then_some((self.trace_ring_mib as usize) << 20),
+            true_joules_per_event: truth,
+        }
     }
 }
 
-/// A running events thread and where it writes.
-pub struct Running {
-    recorder: EventRecorder,
-    path: PathBuf,
-}
-
-/// The events side of a finished recording.
-pub struct Done {
-    totals: Option<EventTotals>,
-    path: Option<PathBuf>,
-    summary: Option<EventSummary>,
-    trace: Option<PathBuf>,
-}
-
-/// Starts the events thread when `--events` is given (before the energy engine, so
-/// that its window covers the energy's).
-pub fn start(
-    env: &Environment,
-    args: &RecordEventsArgs,
-    output: &Path,
-    meta: &Metadata,
-) -> Result<Option<Running>, Failure> {
-    let Some(groups) = args.events else {
-        return Ok(None);
-    };
-    let mut counters = EventCounters::open(groups, &env.root, None)?;
-    if args.full_trace {
-        counters
-            .enable_full_trace(groups, (args.trace_ring_mib as usize) << 20)
-            .map_err(|e| {
-                Failure::new(
-                    MEASUREMENT,
-                    format!("--full-trace: {e} (the counted events need no BPF ring: drop --full-trace to count only)"),
-                )
-            })?;
-    }
-    for n in &counters.notes {
+/// What the events thread counts, on stderr, as it starts.
+pub fn print_started(s: &EventsStarted<'_>) {
+    for n in s.notes {
         eprintln!("quietwatt: note: events: {n}");
     }
-    let path = EnergyFile::events_path(output);
-    let file = OutputFile::create(&path).map_err(|e| {
-        Failure::new(
-            OUTPUT,
-            format!(
-                "cannot create {}: {e}; choose a writable path with -o",
-                path.display()
-            ),
-        )
-    })?;
-    // The energy file's `units` line describes its own columns, not these.
-    let mut fields = meta.fields_except("units");
-    fields.push(("events".into(), groups.to_string()));
-    fields.push(("events_freq_hz".into(), args.events_freq.hz().to_string()));
-    fields.push(("energy_file".into(), output.display().to_string()));
-    let n = counters.channels().len();
-    let recorder = EventRecorder::start(counters, file, &fields, args.events_freq)?;
     eprintln!(
-        "quietwatt: counting {groups} ({n} counters) at {} to {}",
-        args.events_freq,
-        path.display()
+        "quietwatt: counting {} ({} counters) at {} to {}",
+        s.groups,
+        s.counters,
+        s.freq,
+        s.path.display()
     );
-    Ok(Some(Running { recorder, path }))
 }
 
-/// Stops the events thread, builds the summary, writes `--trace`.
-pub fn stop(
-    running: Option<Running>,
-    args: &RecordEventsArgs,
-    output: &Path,
-    report: &EnergyReport,
-    env: &Environment,
-) -> Result<Done, Failure> {
-    let emulated = env.is_emulated();
-    // Against an emulator of constant power the energy per event is known: 0 J.
-    let truth = env.constant_emulator().map(|_| 0.0);
-    let (totals, path) = match running {
-        Some(r) => (Some(r.recorder.stop()), Some(r.path)),
-        None => (None, None),
-    };
-    let mut summary = totals.as_ref().map(|t| EventSummary::new(t, Some(report)));
-    if let (Some(s), Some(p)) = (summary.as_mut(), path.as_ref()) {
-        if emulated {
-            s.notes.push(
-                "the energy is EMULATED: energy per second and per event describe the emulator, not this machine"
-                    .into(),
-            );
-        }
-        // The energy file is complete once `record` returned; a format that cannot be
-        // read back only loses the per-event estimate.
-        match (EnergyFile::read(output), EventsFile::read(p)) {
-            (Ok(e), Ok(v)) => {
-                let domain = ["package", "psys", "core"]
-                    .into_iter()
-                    .find(|d| e.rows.iter().any(|r| r.domain == *d))
-                    .unwrap_or("package");
-                s.energy_per_event = trace::energy_per_event(&e, &v, domain);
-                for estimate in &mut s.energy_per_event {
-                    estimate.true_joules_per_event = truth;
-                }
-                if truth.is_some() && !s.energy_per_event.is_empty() {
-                    s.notes.push(
-                        "the emulator draws a constant power, so the true energy per event is 0 J: an estimate whose interval leaves out 0 is a false positive of the method (about 1 in 20 at 95 %)"
-                            .into(),
-                    );
-                }
-                if !s.energy_per_event.is_empty() {
-                    s.notes.push(format!(
-                        "energy per event uses the {domain} energy of each events window"
-                    ));
-                }
-            }
-            (Err(e), _) | (_, Err(e)) => s.notes.push(format!(
-                "no energy per event: cannot read the recording back ({e})"
-            )),
-        }
-    }
-    let trace = match &args.trace {
-        Some(t) => {
-            write_trace(output, path.as_deref(), t)?;
-            Some(t.clone())
-        }
-        None => None,
-    };
-    Ok(Done {
-        totals,
-        path,
-        summary,
-        trace,
-    })
-}
-
-impl Done {
-    /// Prints the summary (stderr, like the energy report).
-    pub fn print(&self) {
-        if let (Some(s), Some(p)) = (&self.summary, &self.path) {
-            eprintln!();
-            eprintln!(" OS events ({}):", p.display());
-            for l in s.to_string().lines() {
-                eprintln!("  {l}");
-            }
-        }
-        if let Some(t) = &self.trace {
-            eprintln!("  Chrome JSON trace written to {} (open it in ui.perfetto.dev or chrome://tracing)", t.display());
-        }
-    }
-
-    /// Adds `events` (the summary) and `trace` to a `--json` object.
-    pub fn add_json(&self, v: &mut serde_json::Value) {
-        if let Some(s) = &self.summary {
-            v["events"] = serde_json::to_value(s).unwrap_or_default();
-        }
-        if let Some(p) = &self.path {
-            v["events_file"] = p.display().to_string().into();
-        }
-        if let Some(t) = &self.trace {
-            v["trace"] = t.display().to_string().into();
-        }
-    }
-
-    /// The events thread's error, if it ended early.
-    pub fn error(&self) -> Option<Failure> {
-        let e = self.totals.as_ref()?.error.as_ref()?;
-        Some(Failure::new(
-            MEASUREMENT,
-            format!("event counting stopped early: {e}; the rows before it are in the events file"),
-        ))
-    }
-}
-
-/// Converts an energy file (and its events file, when given) into a Chrome JSON trace.
-pub fn write_trace(energy: &Path, events: Option<&Path>, out: &Path) -> Result<(), Failure> {
-    let e = EnergyFile::read(energy)?;
-    let v = events.map(EventsFile::read).transpose()?;
-    // A recording killed mid-write ends in a cut row: the trace has every complete one.
-    let cut = [
-        (energy, e.cut_last_line.as_ref()),
-        (
-            events.unwrap_or(energy),
-            v.as_ref().and_then(|f| f.cut_last_line.as_ref()),
-        ),
-    ];
+/// Lines a trace left out because a file ended mid-write, as warnings.
+pub fn warn_cut(cut: &[(PathBuf, String)]) {
     for (path, line) in cut {
-        if let Some(line) = line {
-            eprintln!(
-                "quietwatt: warning: {}: the last line was cut (the recording ended mid-write); left out: {line:?}",
-                path.display()
-            );
+        eprintln!(
+            "quietwatt: warning: {}: the last line was cut (the recording ended mid-write); left out: {line:?}",
+            path.display()
+        );
+    }
+}
+
+/// Prints the events summary (stderr, like the energy report).
+pub fn print(done: &EventsOutcome) {
+    if let (Some(s), Some(p)) = (&done.summary, &done.path) {
+        eprintln!();
+        eprintln!(" OS events ({}):", p.display());
+        for l in s.to_string().lines() {
+            eprintln!("  {l}");
         }
     }
-    let json = trace::chrome::convert(&e, v.as_ref());
-    let problems = trace::chrome::validate(&json);
-    if let Some(p) = problems.first() {
-        return Err(Failure::new(
-            MEASUREMENT,
-            format!(
-                "the trace built from {} breaks the format ({} problem(s), first: {p}); this is a bug",
-                energy.display(),
-                problems.len()
-            ),
-        ));
+    if let Some(t) = &done.trace {
+        eprintln!(
+            "  Chrome JSON trace written to {} (open it in ui.perfetto.dev or chrome://tracing)",
+            t.display()
+        );
     }
-    let file = std::fs::File::create(out)
-        .map_err(|e| Failure::new(OUTPUT, format!("cannot create {}: {e}", out.display())))?;
-    let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut w, &json)
-        .map_err(std::io::Error::from)
-        .and_then(|()| std::io::Write::flush(&mut w))
-        .map_err(|e| Failure::new(OUTPUT, format!("writing {} failed: {e}", out.display())))
+}
+
+/// Adds `events` (the summary), `events_file` and `trace` to a `--json` object.
+pub fn add_json(done: &EventsOutcome, v: &mut serde_json::Value) {
+    if let Some(s) = &done.summary {
+        v["events"] = serde_json::to_value(s).unwrap_or_default();
+    }
+    if let Some(p) = &done.path {
+        v["events_file"] = p.display().to_string().into();
+    }
+    if let Some(t) = &done.trace {
+        v["trace"] = t.display().to_string().into();
+    }
+}
+
+/// The events thread's error, if it ended early.
+pub fn error(done: &EventsOutcome) -> Option<Failure> {
+    let e = done.error()?;
+    Some(Failure::new(
+        MEASUREMENT,
+        format!("event counting stopped early: {e}; the rows before it are in the events file"),
+    ))
+}
+
+/// Converts an energy file (and its events file, when given) into a Chrome JSON
+/// trace (the library's `write_trace`), with its warnings.
+pub fn write_trace(energy: &Path, events: Option<&Path>, out: &Path) -> Result<(), Failure> {
+    let cut = quietwatt_recording::events::write_trace(energy, events, out)
+        .map_err(super::record_errors::recording_failure)?;
+    warn_cut(&cut);
+    Ok(())
 }
 
 /// Arguments of `bench wakeup`.

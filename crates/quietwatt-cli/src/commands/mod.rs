@@ -12,6 +12,7 @@ pub mod lab;
 pub mod list;
 pub mod model;
 pub mod record;
+pub mod record_errors;
 pub mod repeat;
 pub mod run;
 pub mod runs;

@@ -1,13 +1,19 @@
-//! `quietwatt record -o FILE`: a time series of energy per domain.
+//! `quietwatt record -o FILE`: a time series of energy per domain. The flags
+//! become `quietwatt-recording`'s typed options once; the library composes the
+//! recording (mechanism, sink, events, attribution, command or duration); what is
+//! left here is the words and the exit codes.
 
 use super::{append_warnings, parse_duration, rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT};
 use crate::signals::{install, STOP};
-use quietwatt::record::{record, Recording, Stopped};
-use quietwatt::sink::OutputFile;
+use quietwatt::command::ChildEvent;
+use quietwatt::record::Recording;
 use quietwatt::source::Mode;
-use quietwatt::{Format, FreqArg, Mechanism, Metadata, Meter, Rate};
+use quietwatt::{Format, FreqArg, Mechanism, Meter, Rate};
+use quietwatt_recording::{
+    EventsStarted, MechanismRequest, Output, Progress, RecordingBuilder, RecordingOutcome,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -87,28 +93,55 @@ impl Args {
         }
     }
 
+    /// The library's typed options for these flags, given once (the root and
+    /// what depends on the environment are added by [`run`]).
+    fn builder(&self) -> Result<RecordingBuilder, Failure> {
+        let output = if self.to_stdout() {
+            Output::Stdout
+        } else {
+            Output::File(self.output.clone())
+        };
+        let mut b = RecordingBuilder::new()
+            .mechanism(MechanismRequest::from(self.mechanism))
+            .domains(selection(&self.domains)?)
+            .drain_hz(self.in_kernel.drain_hz)
+            .stand_in_events(self.in_kernel.stand_in_events)
+            .output(output, self.format()?)
+            .events(self.events.options(None));
+        if let Some(options) = self.attribution.options() {
+            b = b.attribution(options);
+        }
+        if let Some(d) = self.duration {
+            b = b.duration(d);
+        }
+        if let Some((program, rest)) = self.command.split_first() {
+            let mut cmd = std::process::Command::new(program);
+            cmd.args(rest);
+            if self.to_stdout() {
+                // stdout carries the recording: the command's output would be mixed
+                // into its rows. It goes to quietwatt's stderr instead.
+                use std::os::fd::AsFd;
+                let err = std::io::stderr()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| {
+                        Failure::new(OUTPUT, format!("cannot pass stderr to the command: {e}"))
+                    })?;
+                cmd.stdout(std::process::Stdio::from(err));
+            }
+            b = b.command(cmd);
+        }
+        Ok(b)
+    }
+
     /// Checks what can be checked before anything is mounted or measured.
     pub fn check(&self) -> Result<(), Failure> {
         let format = self.format()?;
-        if self.to_stdout() {
-            if !format.streams() {
-                return Err(Failure::usage(format!(
-                    "-o - cannot be {format}: a Parquet file's footer is written back into \
-                     the file after each row group, which a pipe cannot take; give -o \
-                     FILE.parquet, or --format csv|jsonl for stdout"
-                )));
-            }
-            if self.json {
-                return Err(Failure::usage(
-                    "-o - writes the recording to stdout: --json would print the summary into it; \
-                     leave out --json (the summary goes to stderr) or record to a file",
-                ));
-            }
-            if self.events.any() {
-                return Err(Failure::usage(
-                    "--events and --trace read the recording back from its file: give -o FILE, not -o -",
-                ));
-            }
+        if self.to_stdout() && format.streams() && self.json {
+            return Err(Failure::usage(
+                "-o - writes the recording to stdout: --json would print the summary into it; \
+                 leave out --json (the summary goes to stderr) or record to a file",
+            ));
         }
         if !self.to_stdout() {
             let beside = self.events.outputs(&self.output);
@@ -116,21 +149,9 @@ impl Args {
             outputs.extend(beside.iter().map(|(f, p)| (*f, p.as_path())));
             super::distinct_files(&[], &outputs)?;
         }
-        if self.attribution.attribute.is_some() && self.events.any() {
-            return Err(Failure::usage(
-                "--events reads the energy rows back from the file, which --attribute replaces \
-                 with the split: record them in two runs",
-            ));
-        }
-        if !self.command.is_empty()
-            && matches!(self.mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing))
-        {
-            return Err(Failure::usage(
-                "record -- CMD works with the polling mechanisms (powercap, perf, msr): leave \
-                 out --mechanism ebpf/perf-ring, or record without a command",
-            ));
-        }
-        Ok(())
+        self.builder()?
+            .validate()
+            .map_err(super::record_errors::recording_failure)
     }
 
     /// The output's name in messages.
@@ -149,139 +170,34 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let format = args.format()?;
     let mut config = args.sampler.config(args.freq, &env.root)?;
     config.duration = args.duration;
-    // Parquet writes its footer back into the file: a FIFO would block in open()
-    // until a reader came, then fail; refused before opening, as a device is.
-    if format == Format::Parquet && !args.to_stdout() {
-        use std::os::unix::fs::FileTypeExt;
-        if let Ok(m) = std::fs::metadata(&args.output) {
-            let ft = m.file_type();
-            if ft.is_fifo() || ft.is_socket() {
-                return Err(Failure::new(
-                    OUTPUT,
-                    format!(
-                        "{} is a pipe: Parquet needs a regular file it can write back into; record to a file, or write CSV or JSON Lines here",
-                        args.output.display()
-                    ),
-                ));
-            }
-        }
-    }
-    // Open the output first: an unwritable path fails before anything is measured.
-    let file = if args.to_stdout() {
-        OutputFile::stdout()
-    } else {
-        OutputFile::create(&args.output)
-    };
-    let file = file.map_err(|e| {
-        Failure::new(
-            OUTPUT,
-            format!(
-                "cannot create {}: {e}; choose a writable path with -o",
-                args.output.display()
-            ),
-        )
-    })?;
-    let source = super::inkernel::open(
-        env,
-        args.mechanism,
-        &args.in_kernel,
-        args.freq,
-        &selection(&args.domains)?,
-    )?;
-    let mut meter = Meter::new(source);
-    super::print_notes(&meter);
-    // What stderr says about the counters goes into the JSON too.
-    let notes = meter.notes().to_vec();
-    // A fixed rate at which a counter could wrap twice unseen is raised by the
-    // engine, with a warning in the summary and the JSON.
-    let mut meta = Metadata::new(meter.label(), &config.rate, &env.root);
-    meta.push("emulated", env.is_emulated().to_string());
-    meta.push("root", env.root.dir().display().to_string());
-    super::inkernel::push_meta(&mut meta, meter.mode(), &args.in_kernel);
-    let mut sink =
-        super::attribute::record_sink(&args.attribution, env, file, format, &args.output)?;
-    let events = super::events::start(env, &args.events, &args.output, &meta)?;
-    install();
-    let how = match meter.mode() {
-        Mode::Polled => format!(
-            "through {} at {}",
-            meter.mechanism(),
-            rate_words(&config.rate)
-        ),
-        Mode::Buffered { drain, .. } => format!(
-            "sampled in the kernel ({}) at {}, drained at {} Hz,",
-            meter.mechanism(),
-            rate_words(&config.rate),
-            drain.hz()
-        ),
-    };
-    eprintln!(
-        "quietwatt: recording {} domain(s) {how} to {} ({}){}",
-        meter.channels().len(),
-        args.output_name(),
-        format,
-        if !args.command.is_empty() {
-            format!(" while '{}' runs", args.command.join(" "))
-        } else if args.duration.is_none() {
-            " until Ctrl-C".into()
-        } else {
-            String::new()
-        }
-    );
-    let outcome = if args.command.is_empty() {
-        record(
-            &mut meter,
-            sink.as_sink(),
-            &args.output,
-            &meta,
-            &config,
-            &STOP,
-        )
-        .map(|rec| (rec, None))
-    } else {
-        let mut cmd = std::process::Command::new(&args.command[0]);
-        cmd.args(&args.command[1..]);
-        if args.to_stdout() {
-            // stdout carries the recording: the command's output would be mixed
-            // into its rows. It goes to quietwatt's stderr instead.
-            use std::os::fd::AsFd;
-            let err = std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|e| {
-                    Failure::new(OUTPUT, format!("cannot pass stderr to the command: {e}"))
-                })?;
-            cmd.stdout(std::process::Stdio::from(err));
-        }
-        quietwatt::command::record_command(
-            &mut meter,
-            sink.as_sink(),
-            &args.output,
-            &meta,
-            &config,
-            &mut cmd,
-            &mut crate::signals::forward_to_command,
-        )
-        .map(|(rec, status)| (rec, Some(status)))
-    };
-    // A recording that failed part-way is summarised from what it kept, then its
-    // error is the exit.
-    let (rec, status, mut error) = match outcome {
-        Ok((rec, status)) => (rec, status, None),
-        Err(Stopped {
-            error,
-            kept: Some(rec),
-            status,
-        }) => (*rec, status, Some(error)),
-        Err(Stopped {
-            error, kept: None, ..
-        }) => return Err(error.into()),
-    };
+    // Against an emulator of constant power the energy per event is known: 0 J.
+    let truth = env.constant_emulator().map(|_| 0.0);
+    let builder = args
+        .builder()?
+        .root(env.root.clone())
+        .engine(config.clone())
+        .emulated(env.is_emulated())
+        .events(args.events.options(truth));
+    let mut progress = Said { args: &args };
+    let done = builder
+        .run(&STOP, &mut progress)
+        .map_err(super::record_errors::recording_failure)?;
+    let RecordingOutcome {
+        recording: rec,
+        status,
+        mut error,
+        notes,
+        events,
+        attribution,
+        ..
+    } = done;
     if args.to_stdout() && error.as_ref().is_some_and(broken_pipe) {
         // The reader of `-o -` went away (`| head`): the way such a recording ends.
         error = None;
     }
-    let events = super::events::stop(events, &args.events, &args.output, &rec.report, env)?;
+    if let Some(e) = &events {
+        super::events::warn_cut(&e.cut_lines);
+    }
     for w in &rec.warnings {
         eprintln!("quietwatt: warning: {w}");
     }
@@ -297,15 +213,17 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             env.is_emulated(),
             &config.rate,
         );
-        v["notes"] = notes.clone().into();
+        v["notes"] = notes.into();
         if let Some(s) = status {
             v["exit_code"] = super::exit_code(s).into();
         }
         if let Some(k) = &rec.kernel {
             v["kernel"] = serde_json::to_value(k).unwrap_or_default();
         }
-        events.add_json(&mut v);
-        if let Some(t) = sink.totals() {
+        if let Some(e) = &events {
+            super::events::add_json(e, &mut v);
+        }
+        if let Some(t) = &attribution {
             v["attribution"] = super::attribute::json_top(t, 10);
         }
         println!("{}", serde_json::to_string(&v).unwrap_or_default());
@@ -334,21 +252,72 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(k) = &rec.kernel {
             eprintln!("{k}");
         }
-        if let Some(t) = sink.totals() {
+        if let Some(t) = &attribution {
             super::attribute::print_top(t, 10);
         }
-        events.print();
+        if let Some(e) = &events {
+            super::events::print(e);
+        }
     }
     if let Some(e) = &error {
         return Err(failure(e, rec.samples));
     }
-    if let Some(f) = events.error() {
+    if let Some(f) = events.as_ref().and_then(super::events::error) {
         return Err(f);
     }
     // The command's exit code, as `run` passes it on.
     Ok(status.map_or(ExitCode::SUCCESS, |s| {
         ExitCode::from(super::exit_code(s).clamp(0, 255) as u8)
     }))
+}
+
+/// What `record` says on stderr as the library opens and starts the recording.
+struct Said<'a> {
+    args: &'a Args,
+}
+
+impl Progress for Said<'_> {
+    fn opened(&mut self, meter: &Meter, fallback: Option<(Mechanism, &str)>) {
+        if let Some((m, reason)) = fallback {
+            super::inkernel::warn_fallback(m, reason);
+        }
+        super::print_notes(meter);
+    }
+
+    fn events_started(&mut self, started: EventsStarted<'_>) {
+        super::events::print_started(&started);
+    }
+
+    fn starting(&mut self, meter: &Meter, rate: &Rate) {
+        install();
+        let args = self.args;
+        let how = match meter.mode() {
+            Mode::Polled => format!("through {} at {}", meter.mechanism(), rate_words(rate)),
+            Mode::Buffered { drain, .. } => format!(
+                "sampled in the kernel ({}) at {}, drained at {} Hz,",
+                meter.mechanism(),
+                rate_words(rate),
+                drain.hz()
+            ),
+        };
+        eprintln!(
+            "quietwatt: recording {} domain(s) {how} to {} ({}){}",
+            meter.channels().len(),
+            args.output_name(),
+            args.format().unwrap_or_default(),
+            if !args.command.is_empty() {
+                format!(" while '{}' runs", args.command.join(" "))
+            } else if args.duration.is_none() {
+                " until Ctrl-C".into()
+            } else {
+                String::new()
+            }
+        );
+    }
+
+    fn child(&mut self, event: ChildEvent) {
+        crate::signals::forward_to_command(event);
+    }
 }
 
 /// A write that failed because the reader of a pipe went away.
