@@ -250,7 +250,7 @@ pub fn write_trace(
         return Err(RecordingError::TraceInvalid {
             energy: energy.to_path_buf(),
             count: problems.len(),
-            first: p.to_string(),
+            first: p.clone(),
         });
     }
     let create = |source| RecordingError::CreateOutput {
