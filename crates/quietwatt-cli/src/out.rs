@@ -36,9 +36,15 @@ pub fn stdout(args: fmt::Arguments<'_>) {
     }
 }
 
-/// Writes to stderr; a failed write is dropped.
+/// Writes to stderr; a failed write is dropped. Formatted first, then written at
+/// once: stderr is unbuffered, so `write_fmt` made one `write` per piece (a record's
+/// summary was 415 system calls, 284 of them one byte).
 pub fn stderr(args: fmt::Arguments<'_>) {
-    let _ = std::io::stderr().lock().write_fmt(args);
+    let mut err = std::io::stderr().lock();
+    let _ = match args.as_str() {
+        Some(s) => err.write_all(s.as_bytes()),
+        None => err.write_all(args.to_string().as_bytes()),
+    };
 }
 
 /// `println!` that never panics: see the module's documentation.
