@@ -131,10 +131,16 @@ impl<T: Send + 'static> Worker<T> {
             .thread()
     }
 
+    /// Waits for the body's end: its result, or its panic as the error, for a
+    /// caller that must not raise it (a `Drop`) or must join others first.
+    pub fn try_join(mut self) -> std::thread::Result<T> {
+        self.handle.take().expect("joined once").join()
+    }
+
     /// Waits for the body's end and returns its result; a panic in it (in setup
     /// or after) is raised again here.
-    pub fn join(mut self) -> T {
-        reraise(self.handle.take().expect("joined once").join())
+    pub fn join(self) -> T {
+        reraise(self.try_join())
     }
 }
 

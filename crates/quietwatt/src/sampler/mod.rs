@@ -22,7 +22,6 @@ use rtrb::Producer;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::thread::Thread;
 
 /// Counters one record holds: 8 sockets of 5 domains fit with room to spare.
@@ -340,7 +339,7 @@ pub(crate) fn run(
     setup: Setup,
     control: &Control<'_>,
     writer: Thread,
-    ready: SyncSender<Result<Vec<String>>>,
+    ready: Ready<Vec<String>, Error>,
 ) -> SamplerOutcome {
     block_stop_signals();
     // Declared before the ring so that it is dropped after it: the writer, woken
@@ -367,11 +366,11 @@ pub(crate) fn run(
     });
     let pacer = match started {
         Ok((warnings, pacer)) => {
-            let _ = ready.send(Ok(warnings));
+            ready.ok(warnings);
             pacer
         }
         Err(e) => {
-            let _ = ready.send(Err(e));
+            ready.fail(e);
             return SamplerOutcome {
                 counts,
                 error: None,
@@ -449,7 +448,7 @@ pub fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<String>>
     Ok(warnings)
 }
 
-pub(crate) use quietwatt_sys::thread::{block_stop_signals, current_cpu};
+pub(crate) use quietwatt_sys::thread::{block_stop_signals, current_cpu, Ready};
 
 /// Where the sampler runs: `(cpu to pin to, notes)`, from the CPU of each counter
 /// read per tick (`read_cpus`, one entry per read, [`crate::Source::read_cpus`])

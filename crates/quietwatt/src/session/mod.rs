@@ -54,9 +54,9 @@ use crate::source::{self, Mechanism, Mode, Selection, Source};
 use crate::ticker::{Hertz, TimerFd};
 use engine::{SamplerEnd, Shared, State};
 use guard::{Guard, Polled};
+use quietwatt_sys::thread::Worker;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The environment variable [`SessionConfig::from_env`] takes the root from.
@@ -162,7 +162,7 @@ pub struct Session {
     /// Without a rate, the thread that reads once per safe period (see [`guard`]).
     guard: Option<Guard>,
     /// With a rate, the sampler thread, which owns the source.
-    sampler: Option<JoinHandle<SamplerEnd>>,
+    sampler: Option<Worker<SamplerEnd>>,
     /// Said while starting (sampler placement, a rate too slow for the counters).
     notes: Vec<String>,
     /// The longest time a counter may go unread before it can wrap twice unseen.
@@ -494,7 +494,7 @@ impl Session {
         if let Some(t) = &self.shared.timer {
             t.wake();
         }
-        match handle.join() {
+        match handle.try_join() {
             Ok(c) => Some(c),
             Err(_) => {
                 let mut st = self.state();
