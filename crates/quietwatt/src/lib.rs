@@ -114,6 +114,7 @@ pub mod writer;
 pub use meter::{EnergyReport, Meter};
 pub use overhead::Overhead;
 pub use record::{EngineConfig, Recording, Stopped};
+pub use sampler::retry::RetryPolicy;
 pub use sampler::{FreqArg, Rate};
 pub use session::{measure, Report, SampleRow, Session, SessionConfig};
 pub use sink::{Format, Metadata, Sink};

@@ -24,6 +24,8 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Thread;
 
+pub mod retry;
+
 /// Counters one record holds: 8 sockets of 5 domains fit with room to spare.
 pub const MAX_CHANNELS: usize = 64;
 
@@ -546,25 +548,44 @@ impl Sampler<'_, '_> {
     /// The hot loop. Returns the read error that ended it, if one did.
     fn run(&mut self) -> Option<Error> {
         let mut prev_t = self.counts.first_ns;
+        let mut retrier = retry::Retrier::new(retry::RetryPolicy::DEFAULT);
+        // Ticks skipped on transient read errors since the last sample: it spans them.
+        let mut skipped = 0;
         loop {
             let wake = self.pacer.wait();
             let stopping = self.control.stopping();
             if !stopping {
                 self.counts.lateness.record(wake.late_ns);
             }
-            let (t, deltas, marks) = match self.meter.sample_marked() {
-                Ok(x) => x,
+            let read = self
+                .meter
+                .sample_marked_retrying(&mut retrier, &mut self.counts);
+            let (t, deltas, marks) = match read {
+                Ok(Some(x)) => x,
+                Ok(None) => {
+                    skipped += 1 + if stopping { 0 } else { wake.missed };
+                    if stopping
+                        || self.end_ns.is_some_and(|end| monotonic_ns() >= end)
+                        || self.control.externally_stopped()
+                    {
+                        // The run ends at the last good reading.
+                        self.counts.missed += skipped;
+                        return None;
+                    }
+                    continue;
+                }
                 Err(e) => return Some(e),
             };
             // A stop wakes the timer early: that wake-up is neither late nor a miss.
             // Otherwise the misses are those before the wake-up and those that passed
             // while this thread was held between the wake-up and the read (a SIGSTOP):
-            // this sample's energy and timestamp span both, so it reports both.
+            // this sample's energy and timestamp span both, so it reports both; and
+            // the ticks skipped on transient errors, which it spans too.
             let missed = if stopping {
                 0
             } else {
                 wake.missed + self.pacer.overdue(t)
-            };
+            } + std::mem::take(&mut skipped);
             self.counts.missed += missed;
             let head = header(t, t - prev_t, missed, 0, self.freq.hz(), marks);
             push(

@@ -474,6 +474,9 @@ impl Sampler<'_> {
     /// allocation, no lock.
     fn polled(&mut self, mut pacer: Pacer<'_>) -> Option<Error> {
         let shared = self.shared;
+        let mut retrier = sampler::retry::Retrier::new(sampler::retry::RetryPolicy::DEFAULT);
+        // Ticks skipped on transient read errors since the last sample: it spans them.
+        let mut skipped = 0;
         loop {
             let wake = pacer.wait();
             // A stop wakes the timer early: that wake-up is neither late nor a miss.
@@ -481,15 +484,25 @@ impl Sampler<'_> {
             if !stopping {
                 self.counts.lateness.record(wake.late_ns);
             }
-            let t = monotonic_ns();
-            if let Err(e) = self.source.read(&mut self.raw) {
-                return Some(e.into());
-            }
+            let (source, raw) = (&mut self.source, &mut self.raw);
+            let t = match retrier.read(&mut self.counts, || Ok(source.read(raw)?)) {
+                sampler::retry::Tick::Read(t) => t,
+                // No sample: the next one spans this tick (see `sampler::retry`).
+                sampler::retry::Tick::Skipped => {
+                    skipped += 1 + if stopping { 0 } else { wake.missed };
+                    if stopping || shared.failed.load(Ordering::Relaxed) {
+                        self.counts.missed += skipped;
+                        return None;
+                    }
+                    continue;
+                }
+                sampler::retry::Tick::Failed(e) => return Some(e),
+            };
             let missed = if stopping {
                 0
             } else {
                 wake.missed + pacer.overdue(t)
-            };
+            } + std::mem::take(&mut skipped);
             self.counts.missed += missed;
             self.outbox
                 .push(t, missed, &self.raw, shared, &mut self.counts);
