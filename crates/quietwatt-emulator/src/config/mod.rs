@@ -8,7 +8,7 @@
 
 use crate::duration;
 use crate::error::{Error, Result};
-use crate::fault::Fault;
+use crate::fault::{Fault, FaultKind};
 use crate::follow::LoadFollowing;
 use crate::units;
 pub use crate::vendor::Vendor;
@@ -618,6 +618,15 @@ impl EmulatorConfig {
                 "{} takes no amount (only backstep and jump do)",
                 fault.kind.name()
             ));
+        }
+        if fault.reads.is_some() && fault.kind != FaultKind::Busy {
+            return Err(format!(
+                "{} takes no count of reads (only busy does)",
+                fault.kind.name()
+            ));
+        }
+        if fault.reads == Some(0) {
+            return Err("a busy fault refuses at least one read".to_string());
         }
         if fault.amount.is_some_and(|a| a.0 == 0) {
             return Err("the amount must be above 0 J".to_string());
