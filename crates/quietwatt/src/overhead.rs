@@ -349,7 +349,7 @@ pub struct SamplerCounts {
     pub missed: u64,
     /// Samples merged into the next because the ring was full.
     pub ring_full: u64,
-    /// Reads tried again at once after a retryable error (see `sampler::retry`).
+    /// Reads tried again at once after a retryable error (see [`crate::retry`]).
     pub read_retries: u64,
     /// Ticks with no sample: every try of their read failed with a retryable
     /// error (also counted in `missed`: the next sample spans them).

@@ -619,14 +619,11 @@ impl EmulatorConfig {
                 fault.kind.name()
             ));
         }
-        if fault.reads.is_some() && fault.kind != FaultKind::Busy {
-            return Err(format!(
-                "{} takes no count of reads (only busy does)",
-                fault.kind.name()
-            ));
-        }
-        if fault.reads == Some(0) {
-            return Err("a busy fault refuses at least one read".to_string());
+        if fault
+            .reads
+            .is_some_and(|n| n == 0 || fault.kind != FaultKind::Busy)
+        {
+            return Err("only busy takes a count of reads, of at least one".to_string());
         }
         if fault.amount.is_some_and(|a| a.0 == 0) {
             return Err("the amount must be above 0 J".to_string());

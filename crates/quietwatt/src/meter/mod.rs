@@ -369,10 +369,10 @@ impl Meter {
     /// Allocates nothing.
     pub(crate) fn sample_marked_retrying(
         &mut self,
-        retrier: &mut crate::sampler::retry::Retrier,
+        retrier: &mut crate::retry::Retrier,
         counts: &mut crate::overhead::SamplerCounts,
     ) -> Result<Option<(u64, &[u64], Marks)>> {
-        use crate::sampler::retry::Tick;
+        use crate::retry::Tick;
         let t = match retrier.read(counts, || self.read_raw()) {
             Tick::Read(t) => t,
             Tick::Skipped => return Ok(None),

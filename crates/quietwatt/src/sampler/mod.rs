@@ -24,8 +24,6 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Thread;
 
-pub mod retry;
-
 /// Counters one record holds: 8 sockets of 5 domains fit with room to spare.
 pub const MAX_CHANNELS: usize = 64;
 
@@ -548,7 +546,7 @@ impl Sampler<'_, '_> {
     /// The hot loop. Returns the read error that ended it, if one did.
     fn run(&mut self) -> Option<Error> {
         let mut prev_t = self.counts.first_ns;
-        let mut retrier = retry::Retrier::new(retry::RetryPolicy::DEFAULT);
+        let mut retrier = crate::retry::Retrier::new(crate::retry::RetryPolicy::DEFAULT);
         // Ticks skipped on transient read errors since the last sample: it spans them.
         let mut skipped = 0;
         loop {

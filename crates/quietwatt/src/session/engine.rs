@@ -474,7 +474,7 @@ impl Sampler<'_> {
     /// allocation, no lock.
     fn polled(&mut self, mut pacer: Pacer<'_>) -> Option<Error> {
         let shared = self.shared;
-        let mut retrier = sampler::retry::Retrier::new(sampler::retry::RetryPolicy::DEFAULT);
+        let mut retrier = crate::retry::Retrier::new(crate::retry::RetryPolicy::DEFAULT);
         // Ticks skipped on transient read errors since the last sample: it spans them.
         let mut skipped = 0;
         loop {
@@ -486,9 +486,9 @@ impl Sampler<'_> {
             }
             let (source, raw) = (&mut self.source, &mut self.raw);
             let t = match retrier.read(&mut self.counts, || Ok(source.read(raw)?)) {
-                sampler::retry::Tick::Read(t) => t,
-                // No sample: the next one spans this tick (see `sampler::retry`).
-                sampler::retry::Tick::Skipped => {
+                crate::retry::Tick::Read(t) => t,
+                // No sample: the next one spans this tick (see `crate::retry`).
+                crate::retry::Tick::Skipped => {
                     skipped += 1 + if stopping { 0 } else { wake.missed };
                     if stopping || shared.failed.load(Ordering::Relaxed) {
                         self.counts.missed += skipped;
@@ -496,7 +496,7 @@ impl Sampler<'_> {
                     }
                     continue;
                 }
-                sampler::retry::Tick::Failed(e) => return Some(e),
+                crate::retry::Tick::Failed(e) => return Some(e),
             };
             let missed = if stopping {
                 0

@@ -15,8 +15,8 @@
 //! allocates or locks.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::meter::monotonic_ns;
 use crate::overhead::SamplerCounts;
+use crate::ticker::monotonic_ns;
 
 /// How often a retryable read error is tried again before the sampling gives up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
