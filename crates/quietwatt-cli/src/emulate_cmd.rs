@@ -101,7 +101,9 @@ pub struct EmulateArgs {
 
     /// Inject a fault: `KIND[=JOULES]:SOCKET/DOMAIN[@TIME]`, KIND in eacces, vanish,
     /// freeze, garbage, overrange, reset, backstep (default 0.5 J), jump (default
-    /// 10000 J) (e.g. freeze:0/package@1.5s, backstep=2J:0/dram@1s). Repeatable.
+    /// 10000 J), busy[=READS] (the next READS reads fail with EBUSY, default 3)
+    /// (e.g. freeze:0/package@1.5s, backstep=2J:0/dram@1s, busy=6:0/package@1s).
+    /// Repeatable.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,
 

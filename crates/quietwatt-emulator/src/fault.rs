@@ -2,10 +2,12 @@
 //!
 //! Text form: `KIND[=AMOUNT]:SOCKET/DOMAIN[@TIME]`, e.g. `eacces:0/package`,
 //! `vanish:0/dram@2s`, `freeze:1/package@1.5s`, `garbage:0/core`,
-//! `reset:0/package@1s`, `backstep=2.5J:0/dram@500ms`, `jump:0/package@2s`.
+//! `reset:0/package@1s`, `backstep=2.5J:0/dram@500ms`, `jump:0/package@2s`,
+//! `busy=6:0/package@1s`.
 //! TIME counts from the mount (`1.5s`, `500ms`, a bare number is seconds); without
 //! it the fault starts at once. AMOUNT (joules, `2.5` or `2.5J`, to the µJ) is
-//! given to `backstep` and `jump` only. What each kind does:
+//! given to `backstep` and `jump` only; `busy=N` takes a count of reads instead.
+//! What each kind does:
 //!
 //! | kind | powercap `energy_uj` | `/dev/cpu/N/msr` |
 //! |---|---|---|
@@ -17,6 +19,7 @@
 //! | `reset` | at TIME the counter restarts from 0 (module reload, resume from suspend): from then on it holds the energy drawn since TIME, wrapping as usual | the same counter |
 //! | `backstep[=J]` | at TIME the counter steps back by J (default 0.5 J) and counts on from there, J behind | the same counter |
 //! | `jump[=J]` | at TIME the counter leaps forward by J (default 10000 J) and counts on from there, J ahead | the same counter |
+//! | `busy[=N]` | from TIME, the next N reads (default 3) fail with EBUSY, a transient refusal a reader may retry; then reads succeed again | the same, on the register |
 //!
 //! `reset`, `backstep` and `jump` are *steps*: one-off moves of the counter at
 //! TIME. A step amount is rounded to whole raw counts (at least one), and must stay
@@ -38,6 +41,7 @@ use quietwatt_core::{Domain, Joules};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// What goes wrong.
@@ -59,11 +63,14 @@ pub enum FaultKind {
     Backstep,
     /// The counter leaps forward by the fault's amount (default 10000 J) at its time (a step).
     Jump,
+    /// From its time, the next [`Fault::reads`] reads (default 3) fail with EBUSY: a
+    /// transient refusal, which a reader retries.
+    Busy,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Eacces,
         FaultKind::Vanish,
         FaultKind::Freeze,
@@ -72,7 +79,11 @@ impl FaultKind {
         FaultKind::Reset,
         FaultKind::Backstep,
         FaultKind::Jump,
+        FaultKind::Busy,
     ];
+
+    /// How many reads a `busy` fault refuses when it gives no count.
+    pub const DEFAULT_BUSY_READS: u32 = 3;
 
     /// The default amount of a backstep: 0.5 J.
     pub const DEFAULT_BACKSTEP: Microjoules = Microjoules(500_000);
@@ -91,6 +102,7 @@ impl FaultKind {
             FaultKind::Reset => "reset",
             FaultKind::Backstep => "backstep",
             FaultKind::Jump => "jump",
+            FaultKind::Busy => "busy",
         }
     }
 
@@ -186,6 +198,9 @@ pub struct Fault {
     /// How far a backstep or jump moves the counter; `None`: the kind's default
     /// ([`FaultKind::default_amount`]). Always `None` for other kinds.
     pub amount: Option<Microjoules>,
+    /// How many reads a `busy` fault refuses; `None`: [`FaultKind::DEFAULT_BUSY_READS`].
+    /// Always `None` for other kinds.
+    pub reads: Option<u32>,
 }
 
 impl Fault {
@@ -197,6 +212,15 @@ impl Fault {
             domain,
             at: None,
             amount: None,
+            reads: None,
+        }
+    }
+
+    /// The same `busy` fault, refusing `reads` reads.
+    pub fn reads(self, reads: u32) -> Fault {
+        Fault {
+            reads: Some(reads),
+            ..self
         }
     }
 
@@ -230,6 +254,9 @@ impl fmt::Display for Fault {
         if let Some(amount) = self.amount {
             write!(f, "={amount}")?;
         }
+        if let Some(reads) = self.reads {
+            write!(f, "={reads}")?;
+        }
         write!(f, ":{}/{}", self.socket, self.domain)?;
         if let Some(at) = self.at {
             write!(f, "@{}", format_duration(at))?;
@@ -253,14 +280,23 @@ impl FromStr for Fault {
         let (kind, target) = body
             .split_once(':')
             .ok_or_else(|| err("no ':' after the kind".to_string()))?;
-        let (kind, amount) = match kind.split_once('=') {
-            Some((k, a)) => (k, Some(Microjoules::parse_joules(a).map_err(err)?)),
+        let (kind, given) = match kind.split_once('=') {
+            Some((k, a)) => (k, Some(a)),
             None => (kind, None),
         };
         let kind = FaultKind::ALL
             .into_iter()
             .find(|k| k.name().eq_ignore_ascii_case(kind.trim()))
             .ok_or_else(|| err(format!("unknown kind '{kind}'")))?;
+        // busy=N counts reads; backstep=J and jump=J move by an energy.
+        let (amount, reads) = match given {
+            Some(n) if kind == FaultKind::Busy => match n.trim().parse::<u32>() {
+                Ok(r) if r > 0 => (None, Some(r)),
+                _ => return Err(err(format!("'{n}' is not a count of reads above 0"))),
+            },
+            Some(a) => (Some(Microjoules::parse_joules(a).map_err(err)?), None),
+            None => (None, None),
+        };
         if let Some(a) = amount {
             if !kind.takes_amount() {
                 return Err(err(format!(
@@ -286,6 +322,7 @@ impl FromStr for Fault {
             domain,
             at,
             amount,
+            reads,
         })
     }
 }
@@ -304,10 +341,12 @@ impl<'de> Deserialize<'de> for Fault {
 }
 
 /// A fault with its start fixed, in nanoseconds since the mount.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Active {
     fault: Fault,
     from_ns: u64,
+    /// Reads a `busy` fault still refuses.
+    left: AtomicU32,
 }
 
 /// The faults in force, queried on every read.
@@ -344,7 +383,15 @@ impl FaultSet {
         } else {
             at
         };
-        self.active.push(Active { fault, from_ns });
+        let left = AtomicU32::new(match fault.kind {
+            FaultKind::Busy => fault.reads.unwrap_or(FaultKind::DEFAULT_BUSY_READS),
+            _ => 0,
+        });
+        self.active.push(Active {
+            fault,
+            from_ns,
+            left,
+        });
     }
 
     /// Removes every fault.
@@ -371,6 +418,20 @@ impl FaultSet {
         out
     }
 
+    /// Whether a read of (socket, domain) at `now_ns` is refused by a `busy` fault
+    /// (each call is one read: it uses up one of the refusals).
+    pub fn take_busy(&self, socket: u32, domain: Domain, now_ns: u64) -> bool {
+        self.active.iter().any(|a| {
+            a.fault.kind == FaultKind::Busy
+                && a.fault.socket == socket
+                && a.fault.domain == domain
+                && now_ns >= a.from_ns
+                && a.left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
+        })
+    }
+
     /// What the faults do to (socket, domain) at `now_ns`. A freeze is reported
     /// before it starts too (its time caps the counter's time either way).
     pub fn effect(&self, socket: u32, domain: Domain, now_ns: u64) -> Effect {
@@ -393,7 +454,12 @@ impl FaultSet {
                 FaultKind::Garbage => e.garbage = true,
                 FaultKind::Overrange => e.overrange = true,
                 // Steps move the counter's value: see `steps`.
-                FaultKind::Freeze | FaultKind::Reset | FaultKind::Backstep | FaultKind::Jump => {}
+                // Busy refuses reads one at a time: see `take_busy`.
+                FaultKind::Freeze
+                | FaultKind::Reset
+                | FaultKind::Backstep
+                | FaultKind::Jump
+                | FaultKind::Busy => {}
             }
         }
         e
@@ -403,6 +469,31 @@ impl FaultSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_fault_refuses_its_count_of_reads_from_its_time() {
+        let f: Fault = "busy=2:0/package@1s".parse().expect("parses");
+        assert_eq!(
+            f,
+            Fault::new(FaultKind::Busy, 0, Domain::Package)
+                .reads(2)
+                .at(Duration::from_secs(1))
+        );
+        assert_eq!(f.to_string(), "busy=2:0/package@1s");
+        assert!("busy=0:0/package".parse::<Fault>().is_err());
+        assert!("busy=1.5J:0/package".parse::<Fault>().is_err());
+        let mut set = FaultSet::default();
+        set.add(f, 0);
+        let s = 1_000_000_000;
+        assert!(
+            !set.take_busy(0, Domain::Package, s - 1),
+            "not before its time"
+        );
+        assert!(!set.take_busy(0, Domain::Dram, s), "only its domain");
+        assert!(set.take_busy(0, Domain::Package, s));
+        assert!(set.take_busy(0, Domain::Package, s));
+        assert!(!set.take_busy(0, Domain::Package, s), "two reads only");
+    }
 
     #[test]
     fn parses_and_prints_the_text_form() {

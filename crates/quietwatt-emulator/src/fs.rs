@@ -161,6 +161,7 @@ impl EmulatorFs {
                 )
                 .into_bytes(),
                 CounterRead::Vanished => return Err(Errno::ENODEV),
+                CounterRead::Busy => return Err(Errno::EBUSY),
             },
             Content::Truth => {
                 let mut json =
@@ -193,6 +194,7 @@ impl EmulatorFs {
                 CounterRead::Garbage => GARBAGE,
                 CounterRead::Overrange(raw) => s.truth.wrap(raw) | (1u64 << s.truth.bits()),
                 CounterRead::Vanished => return Err(Errno::EIO),
+                CounterRead::Busy => return Err(Errno::EBUSY),
             },
         };
         Ok(value.to_le_bytes().repeat(size as usize / 8))

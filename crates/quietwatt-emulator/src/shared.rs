@@ -44,6 +44,8 @@ pub(crate) enum CounterRead {
     Overrange(u64),
     /// The counter is gone (fault).
     Vanished,
+    /// The read is refused for now (fault: EBUSY).
+    Busy,
 }
 
 impl Shared {
@@ -114,6 +116,9 @@ impl Shared {
         let e = self.effect(c.socket, c.domain, now_ns);
         if e.vanished {
             return CounterRead::Vanished;
+        }
+        if self.faults().take_busy(c.socket, c.domain, now_ns) {
+            return CounterRead::Busy;
         }
         let measured = self.measured(i, now_ns, e.frozen_at);
         let steps = self.steps_of(i);

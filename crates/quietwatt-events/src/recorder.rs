@@ -19,10 +19,10 @@ use super::cpuidle::CpuidleStates;
 use super::{Event, EventCounters, EventsError, Result};
 use quietwatt::ticker::monotonic_ns;
 use quietwatt::ticker::{Hertz, Pacer, TimerFd};
+use quietwatt_sys::thread::{Ready, Worker};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The events CSV's header line.
@@ -283,7 +283,8 @@ struct Shared {
 /// The events thread, started and stopped around an energy recording.
 pub struct EventRecorder {
     shared: Arc<Shared>,
-    handle: JoinHandle<EventTotals>,
+    // Taken by `stop`; dropped unstopped, the thread is stopped and joined.
+    worker: Option<Worker<EventTotals>>,
 }
 
 impl EventRecorder {
@@ -305,20 +306,34 @@ impl EventRecorder {
         });
         let log = EventLog::begin(counters, out, fields)?;
         let s = Arc::clone(&shared);
-        let handle = std::thread::Builder::new()
-            .name("quietwatt-events".into())
-            .spawn(move || run(log, &s, freq))
-            .map_err(err("start the events thread"))?;
-        Ok(EventRecorder { shared, handle })
+        // A timer that cannot be armed is said in the totals, at stop, as before.
+        let (worker, _) = Worker::spawn("quietwatt-events", move |ready: Ready<(), ()>| {
+            ready.ok(());
+            run(log, &s, freq)
+        })
+        .map_err(err("start the events thread"))?;
+        Ok(EventRecorder {
+            shared,
+            worker: Some(worker),
+        })
     }
 
     /// Takes one last read, flushes, and returns the totals.
-    pub fn stop(self) -> EventTotals {
+    pub fn stop(mut self) -> EventTotals {
+        self.signal_stop();
+        self.worker.take().expect("stopped once").join()
+    }
+
+    fn signal_stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.timer.wake();
-        self.handle
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    }
+}
+
+impl Drop for EventRecorder {
+    /// Stops the thread of a recorder that was not stopped; its worker joins it.
+    fn drop(&mut self) {
+        self.signal_stop();
     }
 }
 

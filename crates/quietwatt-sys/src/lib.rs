@@ -5,7 +5,8 @@
 //! - [`timer`]: a timerfd with absolute deadlines.
 //! - [`perf`]: `perf_event_open` and the calls on its descriptors.
 //! - [`ring`]: the BPF ring buffer and the perf mmap ring, read in place.
-//! - [`thread`]: pinning, SCHED_FIFO, nice, signal masks, futexes.
+//! - [`thread`]: pinning, SCHED_FIFO, nice, signal masks, futexes, the [`thread::Worker`]
+//!   lifecycle of a measuring thread.
 //! - [`usage`]: what a thread cost (CPU time, context switches).
 //!
 //! # Example

@@ -1,8 +1,12 @@
 //! The calling thread's placement and scheduling: pinning, SCHED_FIFO, priority,
-//! which signals it takes, and the futex two threads hand a turn over with.
+//! which signals it takes, the futex two threads hand a turn over with, and the
+//! [`Worker`] lifecycle (spawn, ready-or-error handshake, join) of a measuring thread.
 
 use std::io;
 use std::sync::atomic::AtomicU32;
+
+mod worker;
+pub use worker::{Handshake, NotReady, Ready, ScopedWorker, StartError, Worker};
 
 /// Pins the calling thread to `cpu`. EINVAL for a CPU beyond what the kernel's
 /// affinity mask can name; the kernel's error for an offline or forbidden one.

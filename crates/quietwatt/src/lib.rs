@@ -16,6 +16,7 @@
 //! - [`meter`]: a source plus its counters, sampled into corrected energy.
 //! - [`ticker`]: rates, absolute deadlines, the timerfd pacer.
 //! - [`sampler`]: the sampler thread: timerfd ticks, fixed-size records into a lock-free ring.
+//! - [`retry`]: what the sampling loops do with a read error that may pass (retry, skip the tick, give up).
 //! - [`writer`]: the writer thread: drains the ring, converts to joules, feeds a sink.
 //! - [`sink`]: output formats (CSV, JSON Lines) behind one trait, and their metadata.
 //! - [`transform`]: I/O-free stages between the meter and the sinks (sample in,
@@ -97,6 +98,7 @@ pub mod command;
 pub mod meter;
 pub mod overhead;
 pub mod record;
+pub mod retry;
 pub mod safe_rate;
 pub mod sampler;
 pub mod session;
@@ -114,6 +116,7 @@ pub mod writer;
 pub use meter::{EnergyReport, Meter};
 pub use overhead::Overhead;
 pub use record::{EngineConfig, Recording, Stopped};
+pub use retry::RetryPolicy;
 pub use sampler::{FreqArg, Rate};
 pub use session::{measure, Report, SampleRow, Session, SessionConfig};
 pub use sink::{Format, Metadata, Sink};

@@ -145,6 +145,12 @@ pub struct Overhead {
     pub missed_deadlines: u64,
     /// Samples merged into the next one because the ring to the writer was full.
     pub ring_full: u64,
+    /// Reads tried again at once within their tick after a retryable error
+    /// (EAGAIN, EINTR, EBUSY, ...: [`crate::RetryPolicy`]).
+    pub read_retries: u64,
+    /// Ticks skipped because every try of their read failed with a retryable
+    /// error; counted in `missed_deadlines` too (the next sample covers them).
+    pub skipped_ticks: u64,
     /// Times the adaptive rate changed.
     pub rate_changes: u64,
     /// Wake-up lateness of the sampler.
@@ -193,6 +199,8 @@ impl Overhead {
             written,
             missed_deadlines: sampler.missed,
             ring_full: sampler.ring_full,
+            read_retries: sampler.read_retries,
+            skipped_ticks: sampler.skipped_ticks,
             rate_changes: sampler.rate_changes,
             lateness: sampler.lateness.summary(),
             sampler: sampler.usage,
@@ -300,13 +308,21 @@ impl fmt::Display for Overhead {
         )?;
         writeln!(
             f,
-            "    {} samples ({} written), {} deadline(s) missed, {} merged on a full ring{}",
+            "    {} samples ({} written), {} deadline(s) missed, {} merged on a full ring{}{}",
             self.samples,
             self.written,
             self.missed_deadlines,
             self.ring_full,
             if self.rate_changes > 0 {
                 format!(", {} rate change(s)", self.rate_changes)
+            } else {
+                String::new()
+            },
+            if self.read_retries + self.skipped_ticks > 0 {
+                format!(
+                    ", {} read(s) retried, {} tick(s) skipped on transient errors",
+                    self.read_retries, self.skipped_ticks
+                )
             } else {
                 String::new()
             }
@@ -333,6 +349,11 @@ pub struct SamplerCounts {
     pub missed: u64,
     /// Samples merged into the next because the ring was full.
     pub ring_full: u64,
+    /// Reads tried again at once after a retryable error (see [`crate::retry`]).
+    pub read_retries: u64,
+    /// Ticks with no sample: every try of their read failed with a retryable
+    /// error (also counted in `missed`: the next sample spans them).
+    pub skipped_ticks: u64,
     /// Adaptive rate changes.
     pub rate_changes: u64,
     /// Wake-up lateness.

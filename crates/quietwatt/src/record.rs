@@ -23,6 +23,7 @@ use crate::ticker::{Hertz, Pacing, TimerFd};
 use crate::units::EnergyUnit;
 use crate::warning::Warning;
 use crate::writer;
+use quietwatt_sys::thread::{NotReady, Ready, ScopedWorker};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -365,37 +366,38 @@ pub(crate) fn drive<T>(
     thread::scope(|s| {
         let control = &control;
         let units = &units;
-        let writer = thread::Builder::new()
-            .name("quietwatt-writer".into())
-            .spawn_scoped(s, move || writer::run(consumer, sink, units, control))
-            .map_err(spawn_err)?;
-        let writer_thread = writer.thread().clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-        // If this spawn fails the producer is dropped with the closure, which ends the writer.
-        let sampler = thread::Builder::new()
-            .name("quietwatt-sampler".into())
-            .spawn_scoped(s, move || {
-                sampler::run(
-                    meter,
-                    producer,
-                    adaptive,
-                    start,
-                    setup,
-                    control,
-                    writer_thread,
-                    ready_tx,
-                )
+        // The writer has no setup: it is ready as soon as it runs.
+        let (writer, _) =
+            ScopedWorker::spawn(s, "quietwatt-writer", move |ready: Ready<(), ()>| {
+                ready.ok(());
+                writer::run(consumer, sink, units, control)
             })
             .map_err(spawn_err)?;
+        let writer_thread = writer.thread().clone();
+        // If this spawn fails the producer is dropped with the closure, which ends the writer.
+        let (sampler, handshake) = ScopedWorker::spawn(s, "quietwatt-sampler", move |ready| {
+            sampler::run(
+                meter,
+                producer,
+                adaptive,
+                start,
+                setup,
+                control,
+                writer_thread,
+                ready,
+            )
+        })
+        .map_err(spawn_err)?;
         let waiter_start = ThreadUsage::current();
-        let between_result = match ready_rx.recv() {
-            Ok(Ok(w)) => {
+        // The measurement (`between`) starts only once the sampler is ready.
+        let between_result = match handshake.wait() {
+            Ok(w) => {
                 warnings.extend(w.into_iter().map(Warning::setup));
                 between(control)
             }
-            Ok(Err(e)) => Err(e),
+            Err(NotReady::Failed(e)) => Err(e),
             // The sampler panicked during setup: its join below re-raises the panic.
-            Err(_) => Err(Error::Setup {
+            Err(NotReady::Ended) => Err(Error::Setup {
                 step: SetupStep::Thread("quietwatt-sampler"),
                 source: io::Error::other("the sampler thread ended during setup"),
             }),
@@ -404,9 +406,9 @@ pub(crate) fn drive<T>(
         let waiter_usage = ThreadUsage::current().since(waiter_start);
         // Both joined before a panic of either is raised again: the scope would
         // otherwise wait for the writer with nobody left to wake it.
-        let so = sampler.join();
+        let so = sampler.try_join();
         writer.thread().unpark();
-        let wo = writer.join();
+        let wo = writer.try_join();
         let so = so.unwrap_or_else(|p| std::panic::resume_unwind(p));
         let wo = wo.unwrap_or_else(|p| std::panic::resume_unwind(p));
         let value = between_result?;

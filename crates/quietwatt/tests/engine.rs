@@ -29,6 +29,10 @@ struct Scripted {
     script: Script,
     reads: u64,
     start: u64,
+    /// Reads (calls, failed ones included) from `.0` on fail with errno `.2`,
+    /// `.1` of them; a failed read leaves the counters as they were.
+    fails: Option<(u64, u64, i32)>,
+    calls: u64,
 }
 
 impl Scripted {
@@ -49,6 +53,8 @@ impl Scripted {
             script,
             reads: 0,
             start: monotonic_ns(),
+            fails: None,
+            calls: 0,
         }
     }
 }
@@ -61,6 +67,16 @@ impl Source for Scripted {
         &self.channels
     }
     fn read(&mut self, out: &mut [u64]) -> quietwatt::error::SourceResult<()> {
+        let call = self.calls;
+        self.calls += 1;
+        if let Some((from, n, errno)) = self.fails {
+            if call >= from && call - from < n {
+                return Err(quietwatt::SourceError::Io {
+                    path: self.channels[0].origin.clone(),
+                    source: io::Error::from_raw_os_error(errno),
+                });
+            }
+        }
         match self.script {
             Script::Steps => {
                 for (i, o) in out.iter_mut().enumerate() {
@@ -656,4 +672,62 @@ fn counters_on_several_cpus_or_a_cpu_given_elsewhere_are_reported() {
         &config(200.0, 100),
     );
     assert_eq!(rec.overhead.pinned_cpu, None);
+}
+
+/// A scripted 1 mJ-a-read source whose calls from `from` on fail with `errno`,
+/// `n` of them.
+fn failing(from: u64, n: u64, errno: i32) -> Meter {
+    let mut src = Scripted::new(1, Script::Steps, Wrap::PERF);
+    src.fails = Some((from, n, errno));
+    Meter::new(Box::new(src))
+}
+
+#[test]
+fn transient_read_errors_are_retried_and_the_energy_stays_exact() {
+    // Six EAGAINs from the fifth call: a tick's four tries fail (the tick is
+    // skipped), the next tick's third try reads.
+    let mut m = failing(5, 6, libc::EAGAIN);
+    let mut sink = Collect::default();
+    let rec = run(&mut m, &mut sink, &config(200.0, 200));
+    let o = &rec.overhead;
+    assert_eq!((o.read_retries, o.skipped_ticks), (5, 1), "{o:?}");
+    assert!(
+        o.missed_deadlines >= 1,
+        "the skipped tick is a missed deadline"
+    );
+    let in_rows: u64 = sink.rows.iter().map(|r| r.2 as u64).sum();
+    assert_eq!(in_rows, o.missed_deadlines, "every miss is in the data");
+    // Every good read is 1 mJ, whatever failed between: nothing made up, nothing lost.
+    for r in &sink.rows {
+        assert_eq!(r.5, vec![0.001]);
+    }
+    assert_energy_conserved(&m, &sink.rows);
+}
+
+#[test]
+fn a_lasting_busy_counter_stops_the_recording_with_its_error() {
+    let mut m = failing(5, u64::MAX, libc::EBUSY);
+    let mut sink = Collect::default();
+    let c = config(200.0, 10_000);
+    let meta = Metadata::new("powercap", &c.rate, &SysRoot::default());
+    let stopped = record(
+        &mut m,
+        &mut sink,
+        Path::new("mem"),
+        &meta,
+        &c,
+        &AtomicBool::new(false),
+    )
+    .unwrap_err();
+    assert_eq!(stopped.error.kind(), quietwatt::error::ErrorKind::CanRetry);
+    assert!(
+        stopped.error.to_string().contains("/scripted/0"),
+        "{}",
+        stopped.error
+    );
+    let kept = stopped.kept.expect("what was read before is kept");
+    // Ten failed ticks in a row: nine skipped, the tenth gives up.
+    assert_eq!(kept.overhead.skipped_ticks, 9, "{:?}", kept.overhead);
+    assert_eq!(kept.overhead.read_retries, 30, "{:?}", kept.overhead);
+    assert_energy_conserved(&m, &sink.rows);
 }

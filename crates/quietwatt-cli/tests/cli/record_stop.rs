@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use quietwatt::Domain;
-use quietwatt_emulator::EmulatorConfig;
+use quietwatt_emulator::{EmulatorConfig, Fault, FaultKind};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -209,5 +209,50 @@ fn a_full_filesystem_ends_with_a_clear_error_and_a_valid_file() {
     );
     let text = std::fs::read_to_string(&out).unwrap();
     let (sum, _) = parse_package(&text);
+    assert!(sum > 0.0);
+}
+
+#[test]
+fn transient_busy_reads_are_retried_and_the_energy_stays_whole() {
+    let m = mount(EmulatorConfig::default());
+    let out = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let child = spawn_record(m.root(), &out, &["--duration", "1.2", "--json"]);
+    std::thread::sleep(Duration::from_millis(400));
+    // Six EBUSY reads: a tick's four tries fail (skipped), the next tick's third reads.
+    let busy = Fault::new(FaultKind::Busy, 0, Domain::Package).reads(6);
+    m.emulator.inject(busy).expect("inject the busy fault");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the JSON summary");
+    let overhead = &v["overhead"];
+    assert_eq!(overhead["read_retries"], 5, "{overhead}");
+    assert_eq!(overhead["skipped_ticks"], 1, "{overhead}");
+    let (sum, gaps) = parse_package(&std::fs::read_to_string(&out).unwrap());
+    assert!(gaps >= 1, "the skipped tick is marked in the row after it");
+    let served = m.served_powercap(0, Domain::Package);
+    assert!(
+        (sum - served).abs() <= tolerance(served, 20.0),
+        "file sums to {sum} J, emulator served {served} J"
+    );
+}
+
+#[test]
+fn a_lasting_busy_counter_stops_the_recording_with_a_clear_error() {
+    let m = mount(EmulatorConfig::default());
+    let out = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let child = spawn_record(m.root(), &out, &["--duration", "20"]);
+    std::thread::sleep(Duration::from_millis(400));
+    let busy = Fault::new(FaultKind::Busy, 0, Domain::Package).reads(u32::MAX);
+    m.emulator.inject(busy).expect("inject the busy fault");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("energy_uj") && err.to_lowercase().contains("busy"),
+        "{err}"
+    );
+    // What was read before the error is kept whole.
+    let (sum, _) = parse_package(&std::fs::read_to_string(&out).unwrap());
     assert!(sum > 0.0);
 }

@@ -8,7 +8,7 @@
 
 use crate::duration;
 use crate::error::{Error, Result};
-use crate::fault::Fault;
+use crate::fault::{Fault, FaultKind};
 use crate::follow::LoadFollowing;
 use crate::units;
 pub use crate::vendor::Vendor;
@@ -622,6 +622,12 @@ impl EmulatorConfig {
                 "{} takes no amount (only backstep and jump do)",
                 fault.kind.name()
             ));
+        }
+        if fault
+            .reads
+            .is_some_and(|n| n == 0 || fault.kind != FaultKind::Busy)
+        {
+            return Err("only busy takes a count of reads, of at least one".to_string());
         }
         if fault.amount.is_some_and(|a| a.0 == 0) {
             return Err("the amount must be above 0 J".to_string());

@@ -364,6 +364,25 @@ impl Meter {
         Ok((t, &self.t.deltas, self.t.marks))
     }
 
+    /// [`Meter::sample_marked`] under a retry policy: a read that fails with a
+    /// retryable error is tried again within the tick, and a tick whose tries all
+    /// failed is skipped (`Ok(None)`: nothing accounted, the next sample spans it).
+    /// Allocates nothing.
+    pub(crate) fn sample_marked_retrying(
+        &mut self,
+        retrier: &mut crate::retry::Retrier,
+        counts: &mut crate::overhead::SamplerCounts,
+    ) -> Result<Option<(u64, &[u64], Marks)>> {
+        use crate::retry::Tick;
+        let t = match retrier.read(counts, || self.read_raw()) {
+            Tick::Read(t) => t,
+            Tick::Skipped => return Ok(None),
+            Tick::Failed(e) => return Err(e),
+        };
+        self.account(t)?;
+        Ok(Some((t, &self.t.deltas, self.t.marks)))
+    }
+
     /// Like [`Meter::sample`] with readings taken elsewhere at `t_ns` (CLOCK_MONOTONIC):
     /// the in-kernel mechanisms read the counters in the kernel and hand them over in
     /// batches, and go through the same wrap correction and bookkeeping. `raw` has one

@@ -22,7 +22,6 @@ use rtrb::Producer;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::thread::Thread;
 
 /// Counters one record holds: 8 sockets of 5 domains fit with room to spare.
@@ -340,7 +339,7 @@ pub(crate) fn run(
     setup: Setup,
     control: &Control<'_>,
     writer: Thread,
-    ready: SyncSender<Result<Vec<String>>>,
+    ready: Ready<Vec<String>, Error>,
 ) -> SamplerOutcome {
     block_stop_signals();
     // Declared before the ring so that it is dropped after it: the writer, woken
@@ -367,11 +366,11 @@ pub(crate) fn run(
     });
     let pacer = match started {
         Ok((warnings, pacer)) => {
-            let _ = ready.send(Ok(warnings));
+            ready.ok(warnings);
             pacer
         }
         Err(e) => {
-            let _ = ready.send(Err(e));
+            ready.fail(e);
             return SamplerOutcome {
                 counts,
                 error: None,
@@ -449,7 +448,7 @@ pub fn prepare(setup: &Setup, counts: &mut SamplerCounts) -> Result<Vec<String>>
     Ok(warnings)
 }
 
-pub(crate) use quietwatt_sys::thread::{block_stop_signals, current_cpu};
+pub(crate) use quietwatt_sys::thread::{block_stop_signals, current_cpu, Ready};
 
 /// Where the sampler runs: `(cpu to pin to, notes)`, from the CPU of each counter
 /// read per tick (`read_cpus`, one entry per read, [`crate::Source::read_cpus`])
@@ -547,25 +546,44 @@ impl Sampler<'_, '_> {
     /// The hot loop. Returns the read error that ended it, if one did.
     fn run(&mut self) -> Option<Error> {
         let mut prev_t = self.counts.first_ns;
+        let mut retrier = crate::retry::Retrier::new(crate::retry::RetryPolicy::DEFAULT);
+        // Ticks skipped on transient read errors since the last sample: it spans them.
+        let mut skipped = 0;
         loop {
             let wake = self.pacer.wait();
             let stopping = self.control.stopping();
             if !stopping {
                 self.counts.lateness.record(wake.late_ns);
             }
-            let (t, deltas, marks) = match self.meter.sample_marked() {
-                Ok(x) => x,
+            let read = self
+                .meter
+                .sample_marked_retrying(&mut retrier, &mut self.counts);
+            let (t, deltas, marks) = match read {
+                Ok(Some(x)) => x,
+                Ok(None) => {
+                    skipped += 1 + if stopping { 0 } else { wake.missed };
+                    if stopping
+                        || self.end_ns.is_some_and(|end| monotonic_ns() >= end)
+                        || self.control.externally_stopped()
+                    {
+                        // The run ends at the last good reading.
+                        self.counts.missed += skipped;
+                        return None;
+                    }
+                    continue;
+                }
                 Err(e) => return Some(e),
             };
             // A stop wakes the timer early: that wake-up is neither late nor a miss.
             // Otherwise the misses are those before the wake-up and those that passed
             // while this thread was held between the wake-up and the read (a SIGSTOP):
-            // this sample's energy and timestamp span both, so it reports both.
+            // this sample's energy and timestamp span both, so it reports both; and
+            // the ticks skipped on transient errors, which it spans too.
             let missed = if stopping {
                 0
             } else {
                 wake.missed + self.pacer.overdue(t)
-            };
+            } + std::mem::take(&mut skipped);
             self.counts.missed += missed;
             let head = header(t, t - prev_t, missed, 0, self.freq.hz(), marks);
             push(

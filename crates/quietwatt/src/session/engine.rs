@@ -36,11 +36,11 @@ use crate::sampler::{self, Setup};
 use crate::source::inkernel::KernelSide;
 use crate::source::{Mode, Source};
 use crate::ticker::{monotonic_ns, period_ns, Hertz, Pacer, TimerFd};
+use quietwatt_sys::thread::{NotReady, Ready, Worker};
 use rtrb::{Consumer, Producer, RingBuffer};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Duration;
 
 /// Words before the raw values in a record on the ring: the reading's time
@@ -339,7 +339,7 @@ pub(super) fn spawn(
     freq: Hertz,
     first_ns: u64,
     raw: Vec<u64>,
-) -> Result<(JoinHandle<SamplerEnd>, Vec<String>)> {
+) -> Result<(Worker<SamplerEnd>, Vec<String>)> {
     // Where the counters are read, as for a recording: a perf event or an MSR of
     // another CPU costs an inter-processor interrupt per read.
     let (cpu, mut notes) = sampler::placement(&source.read_cpus(), None);
@@ -350,38 +350,37 @@ pub(super) fn spawn(
         ..Setup::default()
     };
     let outbox = Outbox::new(ring, raw.len());
-    let (ready_tx, ready_rx) = sync_channel(1);
-    let handle = thread::Builder::new()
-        .name("quietwatt-session".into())
-        .spawn(move || {
-            let mut s = Sampler {
-                shared: &shared,
-                source,
-                outbox,
-                raw,
-                counts: SamplerCounts {
-                    first_ns: setup.first_ns,
-                    last_ns: setup.first_ns,
-                    ..SamplerCounts::default()
-                },
-            };
-            s.run(freq, &setup, ready_tx)
-        })
-        .map_err(|source| Error::Setup {
-            step: SetupStep::Thread("quietwatt-session"),
+    let spawned = Worker::spawn("quietwatt-session", move |ready| {
+        let mut s = Sampler {
+            shared: &shared,
             source,
-        })?;
-    match ready_rx.recv() {
-        Ok(Ok(w)) => {
+            outbox,
+            raw,
+            counts: SamplerCounts {
+                first_ns: setup.first_ns,
+                last_ns: setup.first_ns,
+                ..SamplerCounts::default()
+            },
+        };
+        s.run(freq, &setup, ready)
+    });
+    let (worker, handshake) = spawned.map_err(|source| Error::Setup {
+        step: SetupStep::Thread("quietwatt-session"),
+        source,
+    })?;
+    // A failed or panicked setup is the session's error, not a panic of its own:
+    // the thread is joined here and its panic dropped.
+    match handshake.wait() {
+        Ok(w) => {
             notes.extend(w);
-            Ok((handle, notes))
+            Ok((worker, notes))
         }
-        Ok(Err(e)) => {
-            let _ = handle.join();
+        Err(NotReady::Failed(e)) => {
+            let _ = worker.try_join();
             Err(e)
         }
-        Err(_) => {
-            let _ = handle.join();
+        Err(NotReady::Ended) => {
+            let _ = worker.try_join();
             Err(Error::Setup {
                 step: SetupStep::Thread("quietwatt-session"),
                 source: std::io::Error::other("the thread ended during its setup"),
@@ -402,12 +401,7 @@ struct Sampler<'s> {
 impl Sampler<'_> {
     /// Setup, the loop until stopped (one last reading included), then what is
     /// left accounted under the lock, once. Returns its counts for the overhead.
-    fn run(
-        &mut self,
-        freq: Hertz,
-        setup: &Setup,
-        ready: SyncSender<Result<Vec<String>>>,
-    ) -> SamplerEnd {
+    fn run(&mut self, freq: Hertz, setup: &Setup, ready: Ready<Vec<String>, Error>) -> SamplerEnd {
         // SIGINT belongs to the program that embeds the session; a FUSE read (the
         // emulator) interrupted by one would fail with EINTR.
         sampler::block_stop_signals();
@@ -422,7 +416,7 @@ impl Sampler<'_> {
         };
         let error = match (started, self.source.mode()) {
             (Err(e), _) => {
-                let _ = ready.send(Err(e));
+                ready.fail(e);
                 return SamplerEnd {
                     counts: std::mem::take(&mut self.counts),
                     kernel: None,
@@ -432,14 +426,14 @@ impl Sampler<'_> {
                 let timer = shared.timer.as_ref();
                 match Pacer::start(timer, setup.first_ns, freq) {
                     Ok(pacer) => {
-                        let _ = ready.send(Ok(w));
+                        ready.ok(w);
                         self.polled(pacer)
                     }
                     Err(source) => {
-                        let _ = ready.send(Err(Error::Setup {
+                        ready.fail(Error::Setup {
                             step: SetupStep::Timer,
                             source,
-                        }));
+                        });
                         return SamplerEnd {
                             counts: std::mem::take(&mut self.counts),
                             kernel: None,
@@ -448,7 +442,7 @@ impl Sampler<'_> {
                 }
             }
             (Ok(w), Mode::Buffered { freq, drain }) => {
-                let _ = ready.send(Ok(w));
+                ready.ok(w);
                 self.buffered(freq, drain)
             }
         };
@@ -480,6 +474,9 @@ impl Sampler<'_> {
     /// allocation, no lock.
     fn polled(&mut self, mut pacer: Pacer<'_>) -> Option<Error> {
         let shared = self.shared;
+        let mut retrier = crate::retry::Retrier::new(crate::retry::RetryPolicy::DEFAULT);
+        // Ticks skipped on transient read errors since the last sample: it spans them.
+        let mut skipped = 0;
         loop {
             let wake = pacer.wait();
             // A stop wakes the timer early: that wake-up is neither late nor a miss.
@@ -487,15 +484,25 @@ impl Sampler<'_> {
             if !stopping {
                 self.counts.lateness.record(wake.late_ns);
             }
-            let t = monotonic_ns();
-            if let Err(e) = self.source.read(&mut self.raw) {
-                return Some(e.into());
-            }
+            let (source, raw) = (&mut self.source, &mut self.raw);
+            let t = match retrier.read(&mut self.counts, || Ok(source.read(raw)?)) {
+                crate::retry::Tick::Read(t) => t,
+                // No sample: the next one spans this tick (see `crate::retry`).
+                crate::retry::Tick::Skipped => {
+                    skipped += 1 + if stopping { 0 } else { wake.missed };
+                    if stopping || shared.failed.load(Ordering::Relaxed) {
+                        self.counts.missed += skipped;
+                        return None;
+                    }
+                    continue;
+                }
+                crate::retry::Tick::Failed(e) => return Some(e),
+            };
             let missed = if stopping {
                 0
             } else {
                 wake.missed + pacer.overdue(t)
-            };
+            } + std::mem::take(&mut skipped);
             self.counts.missed += missed;
             self.outbox
                 .push(t, missed, &self.raw, shared, &mut self.counts);

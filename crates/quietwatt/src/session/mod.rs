@@ -55,9 +55,9 @@ use crate::ticker::{Hertz, TimerFd};
 use crate::warning::{Warning, WarningKind};
 use engine::{SamplerEnd, Shared, State};
 use guard::{Guard, Polled};
+use quietwatt_sys::thread::Worker;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The environment variable [`SessionConfig::from_env`] takes the root from.
@@ -163,7 +163,7 @@ pub struct Session {
     /// Without a rate, the thread that reads once per safe period (see [`guard`]).
     guard: Option<Guard>,
     /// With a rate, the sampler thread, which owns the source.
-    sampler: Option<JoinHandle<SamplerEnd>>,
+    sampler: Option<Worker<SamplerEnd>>,
     /// Said while starting (sampler placement, a rate too slow for the counters).
     notes: Vec<Warning>,
     /// The longest time a counter may go unread before it can wrap twice unseen.
@@ -498,7 +498,7 @@ impl Session {
         if let Some(t) = &self.shared.timer {
             t.wake();
         }
-        match handle.join() {
+        match handle.try_join() {
             Ok(c) => Some(c),
             Err(_) => {
                 let mut st = self.state();
@@ -593,6 +593,8 @@ mod tests {
     struct Clockwork {
         channels: Vec<Channel>,
         reads: Arc<AtomicU64>,
+        /// Reads still to refuse with EBUSY (a transient error).
+        busy: Arc<AtomicU64>,
     }
 
     impl Clockwork {
@@ -607,6 +609,7 @@ mod tests {
             Clockwork {
                 channels: vec![channel(Domain::Package), channel(Domain::Dram)],
                 reads,
+                busy: Arc::new(AtomicU64::new(0)),
             }
         }
     }
@@ -619,6 +622,17 @@ mod tests {
             &self.channels
         }
         fn read(&mut self, out: &mut [u64]) -> crate::error::SourceResult<()> {
+            let refuse = |n: u64| n.checked_sub(1);
+            if self
+                .busy
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, refuse)
+                .is_ok()
+            {
+                return Err(crate::SourceError::Io {
+                    path: self.channels[0].origin.clone(),
+                    source: std::io::Error::from_raw_os_error(libc::EBUSY),
+                });
+            }
             let us = monotonic_ns() / 1000;
             out[0] = us;
             out[1] = 2 * us;
@@ -701,6 +715,28 @@ mod tests {
         // The window spans the held lock: its energy is inside the session's.
         let w = window.energy.domains[0].energy_j.0;
         assert!(w > 0.0 && w <= r.energy.domains[0].energy_j.0);
+    }
+
+    /// A session's sampler retries a read refused for a moment (EBUSY) and skips
+    /// the tick when it stays refused: the session goes on, its energy whole.
+    #[test]
+    fn a_session_rides_over_transient_read_errors() {
+        let reads = Arc::new(AtomicU64::new(0));
+        let source = Clockwork::new(reads.clone());
+        let busy = source.busy.clone();
+        let rate = Hertz::new(200.0).unwrap();
+        let s = Session::start_on(Box::new(source), SessionConfig::default().rate(rate)).unwrap();
+        until_reads(&reads, 0, 5);
+        // Six refusals: one tick's four tries, then two of the next tick's.
+        busy.store(6, Ordering::Relaxed);
+        let after = reads.load(Ordering::Relaxed);
+        until_reads(&reads, after, 5);
+        let r = s.stop().unwrap();
+        let o = r.overhead.clone().unwrap();
+        assert_eq!((o.read_retries, o.skipped_ticks), (5, 1), "{o:?}");
+        let d = r.energy.duration_s;
+        let e = r.energy.domains[0].energy_j.0;
+        assert!((e - d).abs() < 2e-6, "{e} J in {d} s at 1 W");
     }
 
     /// A session is shared with the threads that snapshot it (an exporter's, a
