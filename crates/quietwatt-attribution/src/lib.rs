@@ -56,6 +56,7 @@ mod bpf;
 #[cfg(not(feature = "bpf"))]
 #[path = "bpf_off.rs"]
 mod bpf;
+pub mod document;
 pub mod error;
 mod legacy;
 pub mod model;
@@ -70,6 +71,7 @@ pub mod tree;
 pub use block::{BlockShare, BlockShareReport, Whose};
 pub use bounded::Bounded;
 pub use bpf::{Cost, Descendants, Tracker};
+pub use document::AttributionTotals;
 pub use error::{AttributionError, Result};
 /// The sink before the transform stage: the exporter's until it uses [`Attribution`].
 pub use legacy::AttributionSink;

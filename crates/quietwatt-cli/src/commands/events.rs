@@ -232,16 +232,12 @@ impl Done {
         }
     }
 
-    /// Adds `events` (the summary) and `trace` to a `--json` object.
-    pub fn add_json(&self, v: &mut serde_json::Value) {
-        if let Some(s) = &self.summary {
-            v["events"] = serde_json::to_value(s).unwrap_or_default();
-        }
-        if let Some(p) = &self.path {
-            v["events_file"] = p.display().to_string().into();
-        }
-        if let Some(t) = &self.trace {
-            v["trace"] = t.display().to_string().into();
+    /// `events` (the summary), `events_file` and `trace` for a `--json` document.
+    pub fn json_fields(&self) -> EventsFields<'_> {
+        EventsFields {
+            events: self.summary.as_ref(),
+            events_file: self.path.as_ref().map(|p| p.display().to_string()),
+            trace: self.trace.as_ref().map(|t| t.display().to_string()),
         }
     }
 
@@ -531,4 +527,18 @@ fn print_profile(p: &quietwatt_events::power_profile::PowerProfile) {
             b.wakeups
         );
     }
+}
+
+/// What `record --events` adds to `record --json`.
+#[derive(serde::Serialize)]
+pub struct EventsFields<'a> {
+    /// The OS events' summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<&'a EventSummary>,
+    /// Where the events were written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events_file: Option<String>,
+    /// Where the Chrome trace was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
 }

@@ -145,18 +145,6 @@ pub fn rate_words(rate: &Rate) -> String {
     }
 }
 
-/// Adds the engine's warnings (`--rt` refused, a raised minimum rate) to the
-/// report's `warnings` array in a `--json` object.
-pub fn append_warnings(v: &mut serde_json::Value, warnings: &[String]) {
-    if warnings.is_empty() {
-        return;
-    }
-    match v.get_mut("warnings").and_then(|w| w.as_array_mut()) {
-        Some(a) => a.extend(warnings.iter().map(|w| serde_json::Value::from(w.as_str()))),
-        None => v["warnings"] = warnings.to_vec().into(),
-    }
-}
-
 /// Writes each plot twice: the SVG, and a PNG beside it (`plot.svg` → `plot.png`)
 /// for viewers that show no SVG. The fonts are loaded at the first plot, not before
 /// (most commands write none), and a missing font is said once, not once per plot.
