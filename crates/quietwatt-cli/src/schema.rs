@@ -12,17 +12,9 @@ pub fn to_json<D: Document>(doc: &D) -> String {
     serde_json::to_string(&doc.stamped()).unwrap_or_default()
 }
 
-/// Adds `"schema": "quietwatt.<kind>/1"` and `"schema_version": 1` to a JSON
-/// object (anything else is left as it is). `docs/schemas/<kind>.schema.json` is
-/// its JSON Schema.
-pub fn stamp(v: &mut serde_json::Value, kind: &str) {
-    if let Some(o) = v.as_object_mut() {
-        o.insert(
-            "schema".into(),
-            quietwatt::document::schema_name(kind).into(),
-        );
-        o.insert("schema_version".into(), quietwatt::document::VERSION.into());
-    }
+/// A typed document stamped, as a JSON value (for `--export-json`).
+pub fn value<D: Document>(doc: &D) -> serde_json::Value {
+    serde_json::to_value(doc.stamped()).unwrap_or_default()
 }
 
 /// `value` serialized, with `"schema"` added.

@@ -1,7 +1,7 @@
 //! Every typed JSON document (`quietwatt::document`, the sources' listing, the
 //! attribution's totals) validates against its JSON Schema in `docs/schemas/`:
 //! serialised straight from the library types over a real emulator measurement,
-//! and as the CLI prints them. The checker covers what those schemas use (`type`,
+//! and as the CLI prints them (with repeat and bench-energy, the compare crate's). The checker covers what those schemas use (`type`,
 //! `required`, `properties`, `items`, `const`, `enum`).
 
 mod common;
@@ -156,7 +156,7 @@ fn each_document_the_cli_prints_validates_against_its_schema() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("r.csv");
     let csv = csv.to_str().unwrap();
-    let cases: [(&str, &[&str]); 5] = [
+    let cases: [(&str, &[&str]); 7] = [
         ("run", &["run", "--json", "--", "true"]),
         ("run", &["run", "--json", "-f", "auto", "--", "true"]),
         (
@@ -165,6 +165,11 @@ fn each_document_the_cli_prints_validates_against_its_schema() {
         ),
         ("doctor", &["doctor", "--json"]),
         ("list", &["list", "--json"]),
+        ("repeat", &["run", "-r", "2", "--json", "--", "true"]),
+        (
+            "bench-energy",
+            &["bench", "energy", "-r", "2", "--json", "true", "sleep 0.01"],
+        ),
     ];
     for (kind, args) in cases {
         let o = quietwatt(m.root(), args);

@@ -208,17 +208,6 @@ pub fn default_freq(meter: &quietwatt::Meter) -> quietwatt::Hertz {
 /// The default rate of `run` on a polled mechanism.
 const DEFAULT_POLLED_HZ: f64 = 10.0;
 
-/// `freq_hz` (a number) for a fixed rate; `freq_auto: {min_hz, max_hz}` for
-/// `--freq auto`, where no single rate applies.
-pub fn add_rate_json(v: &mut serde_json::Value, rate: &quietwatt::Rate) {
-    match rate {
-        quietwatt::Rate::Fixed(f) => v["freq_hz"] = f.hz().into(),
-        quietwatt::Rate::Auto { min, max } => {
-            v["freq_auto"] = serde_json::json!({"min_hz": min.hz(), "max_hz": max.hz()})
-        }
-    }
-}
-
 /// Refuses, before anything runs, an output that would overwrite an input or
 /// another output (the same path, a symlink to it or a hard link): `trace X -o X`
 /// once replaced the recording with its trace. Each entry is a flag's name and its
