@@ -179,3 +179,30 @@ fn each_document_the_cli_prints_validates_against_its_schema() {
         validate(kind, &v);
     }
 }
+
+#[test]
+fn the_report_python_receives_has_the_run_documents_keys_and_types() {
+    // Python's reports cross as a session `Report` serialised: the same
+    // `EnergyReport` flattened as in `RunDocument`, so each of its keys is a key of
+    // run's schema, of the same type (a region has no exit code: `required` aside).
+    let m = mount(EmulatorConfig::default());
+    let config = quietwatt::SessionConfig::default().root(SysRoot::new(m.root()));
+    let (_, report) = quietwatt::measure(config, || {
+        std::thread::sleep(std::time::Duration::from_millis(20))
+    })
+    .expect("a measured region");
+    let v = serde_json::to_value(&report).unwrap();
+    let mut run = schema("run");
+    run.as_object_mut().unwrap().remove("required");
+    let props = run["properties"].as_object().unwrap();
+    for k in v.as_object().unwrap().keys() {
+        assert!(
+            props.contains_key(k) || k == "window" || k == "samples",
+            "`{k}` is not a key of run's schema: {v}"
+        );
+    }
+    let mut errors = Vec::new();
+    check(&run, &v, "report", &mut errors);
+    assert!(errors.is_empty(), "{}\n{v}", errors.join("\n"));
+    assert!(v["total_energy_j"].as_f64().is_some_and(|j| j > 0.0), "{v}");
+}
