@@ -1,6 +1,7 @@
 //! The attribution's totals as `record --attribute --json` prints them (its
 //! `attribution` object, `docs/schemas/record.schema.json`): the package energy,
-//! what was attributed and not, and the entities that used the most.
+//! what was attributed and not, and the entities that used the most; and a
+//! command's share of it (`run --attribute --json`'s `share`, [`CommandShare`]).
 
 use crate::names::Names;
 use crate::splitter::{EntityTotal, Totals};
@@ -119,6 +120,41 @@ impl AttributionTotals {
                 })
                 .collect(),
             entities,
+        }
+    }
+}
+
+/// A measured command's share of the energy, as `run --attribute --json` prints
+/// it (its `share` object).
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandShare {
+    /// What was followed: `cgroup` or `process tree`.
+    pub scope: &'static str,
+    /// The command's energy, in joules.
+    pub joules: f64,
+    /// The dynamic part of it.
+    pub dynamic_j: f64,
+    /// The idle part of it.
+    pub idle_j: f64,
+    /// Its CPU time, in seconds.
+    pub cpu_s: f64,
+    /// The package energy over the same time.
+    pub package_j: f64,
+    /// How the idle power was set, in words.
+    pub idle_power: String,
+}
+
+impl CommandShare {
+    /// The share `c` of `t`, followed as `scope`, with the idle power `idle_power`.
+    pub fn new(scope: &'static str, c: &EntityTotal, t: &Totals, idle_power: String) -> Self {
+        CommandShare {
+            scope,
+            joules: j(c.total_uj()),
+            dynamic_j: j(c.dynamic_uj),
+            idle_j: j(c.idle_uj),
+            cpu_s: c.cpu_ns as f64 / 1e9,
+            package_j: j(t.energy_uj),
+            idle_power,
         }
     }
 }

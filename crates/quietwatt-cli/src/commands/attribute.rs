@@ -393,20 +393,13 @@ impl Share {
         eprintln!();
     }
 
-    /// The command's share as JSON.
-    pub fn json(&self, pid: u32) -> serde_json::Value {
+    /// The command's share for `--json`.
+    pub fn json(&self, pid: u32) -> quietwatt_attribution::document::CommandShare {
         let (c, t) = self.figures(pid);
-        serde_json::json!({
-            "scope": match self.scope {
-                Scope::Cgroup(_) => "cgroup",
-                Scope::Tree(_) => "process tree",
-            },
-            "joules": j(c.total_uj()),
-            "dynamic_j": j(c.dynamic_uj),
-            "idle_j": j(c.idle_uj),
-            "cpu_s": c.cpu_ns as f64 / 1e9,
-            "package_j": j(t.energy_uj),
-            "idle_power": self.idle.label(),
-        })
+        let scope = match self.scope {
+            Scope::Cgroup(_) => "cgroup",
+            Scope::Tree(_) => "process tree",
+        };
+        quietwatt_attribution::document::CommandShare::new(scope, &c, t, self.idle.label())
     }
 }

@@ -332,5 +332,5 @@ struct RunExtras<'a, E> {
     model_estimate: Option<&'a E>,
     /// The command's share of the energy (`--share`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    share: Option<serde_json::Value>,
+    share: Option<quietwatt_attribution::document::CommandShare>,
 }
