@@ -58,6 +58,7 @@ mod bpf;
 #[cfg(not(feature = "bpf"))]
 #[path = "bpf_off.rs"]
 mod bpf;
+pub mod document;
 pub mod error;
 pub mod exporter;
 pub mod model;
@@ -72,6 +73,7 @@ pub mod tree;
 pub use block::{BlockShare, BlockShareReport, Whose};
 pub use bounded::Bounded;
 pub use bpf::{Cost, Descendants, Tracker};
+pub use document::AttributionTotals;
 pub use error::{AttributionError, Result};
 /// The sink before the transform stage: the exporter's until it uses [`Attribution`].
 pub use model::{IdlePower, Model, Part, Split};

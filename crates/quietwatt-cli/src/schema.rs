@@ -1,30 +1,23 @@
 //! The one versioned shape of every JSON document quietwatt prints or exports
 //! (`docs/json.md`, JSON Schemas in `docs/schemas/`): each carries
 //! `"schema": "quietwatt.<kind>/<version>"` and `"schema_version": <version>`. The
-//! version goes up only when a key is removed, renamed or changes type; new keys
-//! may appear within a version.
+//! typed documents and the stamp are the library's ([`quietwatt::document`]); what
+//! is here serves the documents still built in the CLI.
 
-/// The version of every kind's shape.
-pub const VERSION: u32 = 1;
+use quietwatt::document::{Document, Stamped};
 
-/// The `schema` value of `kind`: `quietwatt.run/1`.
-pub fn name(kind: &str) -> String {
-    format!("quietwatt.{kind}/{VERSION}")
+/// A typed document stamped, as one line of JSON.
+pub fn to_json<D: Document>(doc: &D) -> String {
+    // Documents are numbers, strings and maps with string keys: this cannot fail.
+    serde_json::to_string(&doc.stamped()).unwrap_or_default()
 }
 
-/// Adds `"schema": "quietwatt.<kind>/1"` and `"schema_version": 1` to a JSON
-/// object (anything else is left as it is). `docs/schemas/<kind>.schema.json` is
-/// its JSON Schema.
-pub fn stamp(v: &mut serde_json::Value, kind: &str) {
-    if let Some(o) = v.as_object_mut() {
-        o.insert("schema".into(), name(kind).into());
-        o.insert("schema_version".into(), VERSION.into());
-    }
+/// A typed document stamped, as a JSON value (for `--export-json`).
+pub fn value<D: Document>(doc: &D) -> serde_json::Value {
+    serde_json::to_value(doc.stamped()).unwrap_or_default()
 }
 
 /// `value` serialized, with `"schema"` added.
 pub fn stamped<T: serde::Serialize>(value: &T, kind: &str) -> serde_json::Value {
-    let mut v = serde_json::to_value(value).unwrap_or_default();
-    stamp(&mut v, kind);
-    v
+    serde_json::to_value(Stamped::new(kind, value)).unwrap_or_default()
 }

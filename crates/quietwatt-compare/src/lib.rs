@@ -15,6 +15,8 @@
 //!   summaries (the engine's `repeat` statistics), each command against the
 //!   reference (the ratio of energies with its interval, Welch's t test, the rank
 //!   test, a verdict), and the CI gate (`--fail-if-more-than`).
+//! - [`document`]: the typed, schema-stamped JSON documents of a series
+//!   ([`document::RepeatDocument`], [`document::CompareDocument`]).
 //! - [`export`]: what every export writes from that one result: the Markdown table
 //!   (with the verdicts), the CSV of runs, hyperfine's summary line, the per-run line.
 //!
@@ -44,6 +46,7 @@
 
 #![deny(missing_docs)]
 
+pub mod document;
 pub mod executor;
 pub mod export;
 pub mod result;

@@ -37,6 +37,7 @@
 #![forbid(unsafe_code)]
 
 pub mod counter;
+pub mod document;
 pub mod domain;
 pub mod duration;
 pub mod frequency;

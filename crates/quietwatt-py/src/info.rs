@@ -3,6 +3,7 @@
 
 use crate::errors::{bad_argument, to_py};
 use pyo3::prelude::*;
+use quietwatt::source::listing::ListDocument;
 use quietwatt::source::{probe, probe_all, Probe};
 use quietwatt::{Mechanism, SysRoot};
 use serde::Serialize;
@@ -50,18 +51,21 @@ pub fn domains_json(py: Python<'_>, root: &str, mechanism: Option<&str>) -> PyRe
         }
         None => py.detach(|| probe_all(&root)),
     };
-    let rows: Vec<DomainRow> = probes
+    // The rows of `quietwatt list --json`'s typed document, one per counter.
+    let listed = ListDocument::new(root.dir(), false, &probes);
+    let rows: Vec<DomainRow> = listed
+        .mechanisms
         .iter()
-        .filter_map(|p| p.result.as_ref().ok().map(|c| (p, c)))
-        .flat_map(|(p, channels)| {
-            channels.iter().map(move |c| DomainRow {
-                mechanism: p.mechanism.name(),
-                socket: c.id.socket.0,
-                die: c.id.die,
-                domain: c.id.domain.name(),
-                unit_j: c.unit.joules_per_step(),
+        .filter_map(|m| m.domains.as_ref().map(|d| (m, d)))
+        .flat_map(|(m, domains)| {
+            domains.iter().map(move |c| DomainRow {
+                mechanism: m.mechanism.name(),
+                socket: c.socket.0,
+                die: c.die,
+                domain: c.domain.name(),
+                unit_j: c.unit_j,
                 origin: c.origin.display().to_string(),
-                moves: p.moves,
+                moves: m.counters_move.flatten(),
             })
         })
         .collect();

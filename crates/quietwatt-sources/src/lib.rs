@@ -44,6 +44,7 @@ pub mod cpuinfo;
 pub mod doctor;
 pub mod error;
 pub mod inkernel;
+pub mod listing;
 pub mod msr;
 pub mod perf;
 pub mod powercap;

@@ -21,6 +21,8 @@
 //! - [`sink`]: output formats (CSV, JSON Lines) behind one trait, and their metadata.
 //! - [`transform`]: I/O-free stages between the meter and the sinks (sample in,
 //!   rows and totals out), run by the writer as a sink ([`transform::Transformed`]).
+//! - [`document`]: the typed, schema-stamped JSON documents of `run` and `record`
+//!   (the stamp itself is `quietwatt-core`'s).
 //! - [`record`]: the two threads started and stopped together; [`command`]: the same
 //!   around a child process.
 //! - [`inkernel`]: the ebpf and perf-ring mechanisms, which sample in the kernel and are
@@ -95,6 +97,7 @@ pub use units::{EnergyUnit, Joules, Watts};
 
 pub mod adaptive;
 pub mod command;
+pub mod document;
 pub mod meter;
 pub mod overhead;
 pub mod record;

@@ -182,46 +182,10 @@ fn warn_dropped(t: &Totals) {
     }
 }
 
-/// The split's totals as JSON: the package energy, what was attributed and not,
-/// and the `n` entities that used the most.
-pub fn json_top(t: &Totals, n: usize) -> serde_json::Value {
-    let mut names = Names::new();
-    let (top, other) = t.top(n);
-    let entry =
-        |kind: &str, id: Option<String>, name: String, v: &quietwatt_attribution::EntityTotal| {
-            serde_json::json!({
-                "kind": kind, "id": id, "name": name,
-                "joules": j(v.total_uj()), "dynamic_j": j(v.dynamic_uj),
-                "idle_j": j(v.idle_uj), "cpu_s": v.cpu_ns as f64 / 1e9,
-            })
-        };
-    let mut entities: Vec<serde_json::Value> = top
-        .iter()
-        .map(|(e, v)| {
-            let (id, name) = names.id_and_name(*e);
-            entry(e.by_and_id().0.name(), Some(id), name, v)
-        })
-        .collect();
-    if t.entities.len() > top.len() {
-        entities.push(entry(
-            "other",
-            None,
-            format!("{} others", t.entities.len() - top.len()),
-            &other,
-        ));
-    }
-    serde_json::json!({
-        "package_j": j(t.energy_uj),
-        "idle_part_j": j(t.idle_uj),
-        "attributed_j": j(t.accounted_uj() - t.unattributed.total_uj()),
-        "unattributed_j": j(t.unattributed.total_uj()),
-        "dram_j": j(t.dram_uj),
-        "intervals": t.intervals,
-        "unbalanced_intervals": t.unbalanced,
-        "dropped_slices": t.dropped_slices,
-        "fitted_idle_w": t.fitted_idle.iter().map(|(s, w, n)| serde_json::json!({"package": s, "watts": w, "intervals": n})).collect::<Vec<_>>(),
-        "entities": entities,
-    })
+/// The split's totals for `--json`: the package energy, what was attributed and
+/// not, and the `n` entities that used the most.
+pub fn json_top(t: &Totals, n: usize) -> quietwatt_attribution::AttributionTotals {
+    quietwatt_attribution::AttributionTotals::top(t, n, &mut Names::new())
 }
 
 /// `run --attribute`: what the command's share covers, and the split of the
@@ -345,20 +309,13 @@ impl Share {
         eprintln!();
     }
 
-    /// The command's share as JSON.
-    pub fn json(&self, pid: u32) -> serde_json::Value {
+    /// The command's share for `--json`.
+    pub fn json(&self, pid: u32) -> quietwatt_attribution::document::CommandShare {
         let (c, t) = self.figures(pid);
-        serde_json::json!({
-            "scope": match self.scope {
-                Scope::Cgroup(_) => "cgroup",
-                Scope::Tree(_) => "process tree",
-            },
-            "joules": j(c.total_uj()),
-            "dynamic_j": j(c.dynamic_uj),
-            "idle_j": j(c.idle_uj),
-            "cpu_s": c.cpu_ns as f64 / 1e9,
-            "package_j": j(t.energy_uj),
-            "idle_power": self.idle.label(),
-        })
+        let scope = match self.scope {
+            Scope::Cgroup(_) => "cgroup",
+            Scope::Tree(_) => "process tree",
+        };
+        quietwatt_attribution::document::CommandShare::new(scope, &c, t, self.idle.label())
     }
 }

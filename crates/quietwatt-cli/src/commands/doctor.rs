@@ -26,8 +26,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
     let any = d.iter().any(|d| d.works);
     if args.json {
-        let mut out = serde_json::json!({"root": env.root.dir(), "emulated": env.is_emulated(), "can_measure": any, "mechanisms": d});
-        crate::schema::stamp(&mut out, "doctor");
+        let doc = quietwatt::source::listing::DoctorDocument::new(
+            env.root.dir(),
+            env.is_emulated(),
+            d.clone(),
+        );
+        let out = quietwatt::document::Document::stamped(&doc);
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
         // One fix shared by every failing mechanism (a VM without RAPL) is said

@@ -16,6 +16,7 @@ use super::SamplerArgs;
 use crate::emulated::Environment;
 use crate::exit::Failure;
 use quietwatt::{FreqArg, Mechanism};
+use quietwatt_compare::document::CompareDocument;
 use quietwatt_compare::executor::Invocation;
 use quietwatt_compare::result::GateRule;
 use quietwatt_compare::Plan;
@@ -197,13 +198,16 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     };
     let m = super::repeat::measure(env, &series)?;
     let c = &m.comparison;
-    let mut v = serde_json::to_value(c).unwrap_or_default();
-    crate::schema::stamp(&mut v, "bench-energy");
-    v["shell"] = args.shell.as_str().into();
-    v["prepare"] = args.prepare.clone().into();
-    m.add_context(&mut v);
+    let doc = CompareDocument::new(
+        c,
+        &args.shell,
+        args.prepare.as_deref(),
+        m.context(),
+        crate::signals::stopped_status(),
+    );
+    let v = crate::schema::value(&doc);
     if args.json {
-        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+        println!("{}", crate::schema::to_json(&doc));
         for s in &c.commands {
             super::repeat::outlier_warning(&s.command, s);
         }

@@ -9,6 +9,7 @@ use quietwatt::{source, Hertz, Selection};
 use quietwatt_events::full_trace;
 use quietwatt_events::power_profile::EnergySampler;
 use quietwatt_events::recorder::DEFAULT_HZ;
+use quietwatt_events::summary::EventSummary;
 use quietwatt_events::trace::{EnergyFile, TraceError};
 use quietwatt_events::wakeup::{self, WakeupConfig, WakeupReport};
 use quietwatt_events::{EventsError, Groups};
@@ -140,17 +141,27 @@ pub fn print(done: &EventsOutcome) {
     }
 }
 
-/// Adds `events` (the summary), `events_file` and `trace` to a `--json` object.
-pub fn add_json(done: &EventsOutcome, v: &mut serde_json::Value) {
-    if let Some(s) = &done.summary {
-        v["events"] = serde_json::to_value(s).unwrap_or_default();
+/// `events` (the summary), `events_file` and `trace` for a `--json` document.
+pub fn json_fields(done: &EventsOutcome) -> EventsFields<'_> {
+    EventsFields {
+        events: done.summary.as_ref(),
+        events_file: done.path.as_ref().map(|p| p.display().to_string()),
+        trace: done.trace.as_ref().map(|t| t.display().to_string()),
     }
-    if let Some(p) = &done.path {
-        v["events_file"] = p.display().to_string().into();
-    }
-    if let Some(t) = &done.trace {
-        v["trace"] = t.display().to_string().into();
-    }
+}
+
+/// What `record --events` adds to `record --json`.
+#[derive(serde::Serialize, Default)]
+pub struct EventsFields<'a> {
+    /// The OS events' summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<&'a EventSummary>,
+    /// Where the events were written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events_file: Option<String>,
+    /// Where the Chrome trace was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
 }
 
 /// The events thread's error, if it ended early.

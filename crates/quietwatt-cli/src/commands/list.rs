@@ -27,38 +27,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         LIVENESS_WINDOW.as_millis()
     );
     if args.json {
-        let v: Vec<serde_json::Value> = probes
-            .iter()
-            .map(|p| match &p.result {
-                Ok(ch) => serde_json::json!({
-                    "mechanism": p.mechanism,
-                    "available": true,
-                    "counters_move": p.moves,
-                    "domains": ch.iter().map(|c| serde_json::json!({
-                        "socket": c.id.socket,
-                        "die": c.id.die,
-                        "domain": c.id.domain,
-                        "unit_j": c.unit.joules_per_step(),
-                        "range_j": c.wrap.range(c.unit).0,
-                        "wrap_period_s_at_max_power": c.wrap.period_at(c.unit, c.id.domain.max_plausible_power()).as_secs_f64(),
-                        "max_power_assumed_w": c.id.domain.max_plausible_power().0,
-                        "origin": c.origin,
-                    })).collect::<Vec<_>>(),
-                    "notes": p.notes,
-                }),
-                Err(e) => serde_json::json!({
-                    "mechanism": p.mechanism,
-                    "available": false,
-                    "why": e.to_string(),
-                }),
-            })
-            .collect();
-        let mut out = serde_json::json!({
-            "root": env.root.dir(),
-            "emulated": env.is_emulated(),
-            "mechanisms": v,
-        });
-        crate::schema::stamp(&mut out, "list");
+        let doc = quietwatt::source::listing::ListDocument::new(
+            env.root.dir(),
+            env.is_emulated(),
+            &probes,
+        );
+        let out = quietwatt::document::Document::stamped(&doc);
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }

@@ -134,21 +134,6 @@ pub fn rate_words(rate: &Rate) -> String {
     }
 }
 
-/// Adds the engine's warnings (`--rt` refused, a raised minimum rate) to the
-/// report's `warnings` array in a `--json` object.
-pub fn append_warnings(v: &mut serde_json::Value, warnings: &[impl std::fmt::Display]) {
-    if warnings.is_empty() {
-        return;
-    }
-    let texts = warnings
-        .iter()
-        .map(|w| serde_json::Value::from(w.to_string()));
-    match v.get_mut("warnings").and_then(|w| w.as_array_mut()) {
-        Some(a) => a.extend(texts),
-        None => v["warnings"] = texts.collect(),
-    }
-}
-
 /// Writes each plot twice: the SVG, and a PNG beside it (`plot.svg` → `plot.png`)
 /// for viewers that show no SVG. The fonts are loaded at the first plot, not before
 /// (most commands write none), and a missing font is said once, not once per plot.
@@ -211,17 +196,6 @@ pub fn default_freq(meter: &quietwatt::Meter) -> quietwatt::Hertz {
 
 /// The default rate of `run` on a polled mechanism.
 const DEFAULT_POLLED_HZ: f64 = 10.0;
-
-/// `freq_hz` (a number) for a fixed rate; `freq_auto: {min_hz, max_hz}` for
-/// `--freq auto`, where no single rate applies.
-pub fn add_rate_json(v: &mut serde_json::Value, rate: &quietwatt::Rate) {
-    match rate {
-        quietwatt::Rate::Fixed(f) => v["freq_hz"] = f.hz().into(),
-        quietwatt::Rate::Auto { min, max } => {
-            v["freq_auto"] = serde_json::json!({"min_hz": min.hz(), "max_hz": max.hz()})
-        }
-    }
-}
 
 /// Refuses, before anything runs, an output that would overwrite an input or
 /// another output (the same path, a symlink to it or a hard link): `trace X -o X`

@@ -3,18 +3,20 @@
 //! recording (mechanism, sink, events, attribution, command or duration); what is
 //! left here is the words and the exit codes.
 
-use super::{append_warnings, parse_duration, rate_words, selection, SamplerArgs};
+use super::{parse_duration, rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, OUTPUT};
 use crate::signals::{install, STOP};
 use quietwatt::command::ChildEvent;
+use quietwatt::document::RecordDocument;
 use quietwatt::record::Recording;
 use quietwatt::source::Mode;
 use quietwatt::{Format, FreqArg, Mechanism, Meter, Rate};
+use quietwatt::{Warning, WarningKind};
 use quietwatt_recording::{
     EventsStarted, MechanismRequest, Output, Progress, RecordingBuilder, RecordingOutcome,
 };
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -205,28 +207,31 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         eprintln!("quietwatt: warning: {}", output_short_text(&rec, o));
     }
     if args.json {
-        let mut v = summary_json(
+        let mut doc = RecordDocument::new(
             &rec,
-            error.as_ref(),
-            &args.output,
-            format,
+            args.output.display().to_string(),
+            format.name(),
             env.is_emulated(),
             &config.rate,
+            error.as_ref().map(|e| stopped_early(e, rec.samples)),
         );
-        v["notes"] = notes.into();
-        if let Some(s) = status {
-            v["exit_code"] = super::exit_code(s).into();
+        if let Some(o) = &rec.output_short {
+            doc.report
+                .warnings
+                .push(Warning::new(WarningKind::Setup, output_short_text(&rec, o)));
         }
-        if let Some(k) = &rec.kernel {
-            v["kernel"] = serde_json::to_value(k).unwrap_or_default();
-        }
-        if let Some(e) = &events {
-            super::events::add_json(e, &mut v);
-        }
-        if let Some(t) = &attribution {
-            v["attribution"] = super::attribute::json_top(t, 10);
-        }
-        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+        doc.notes = Some(notes.clone());
+        doc.exit_code = status.map(super::exit_code);
+        let doc = doc.with(RecordExtras {
+            events: events
+                .as_ref()
+                .map(super::events::json_fields)
+                .unwrap_or_default(),
+            attribution: attribution
+                .as_ref()
+                .map(|t| super::attribute::json_top(t, 10)),
+        });
+        println!("{}", crate::schema::to_json(&doc));
     } else {
         crate::commands::run::print_report(
             &if args.command.is_empty() {
@@ -368,46 +373,15 @@ fn disk_full(e: &std::io::Error) -> bool {
     )
 }
 
-/// The `--json` summary of a recording, as `record` prints it for every mechanism
-/// (the in-kernel ones add their kernel-side figures).
-pub(super) fn summary_json(
-    rec: &Recording,
-    error: Option<&quietwatt::Error>,
-    output: &Path,
-    format: Format,
-    emulated: bool,
-    rate: &Rate,
-) -> serde_json::Value {
-    let mut v = crate::schema::stamped(&rec.report, "record");
-    v["output"] = output.display().to_string().into();
-    v["format"] = format.name().into();
-    v["emulated"] = emulated.into();
-    // `freq`: the rate in words (kept for readers of version 1); `freq_hz` or
-    // `freq_auto`: the same as numbers.
-    v["freq"] = rate.to_string().into();
-    super::add_rate_json(&mut v, rate);
-    v["samples"] = rec.samples.into();
-    v["overhead"] = serde_json::to_value(&rec.overhead).unwrap_or_default();
-    append_warnings(&mut v, &rec.warnings);
-    if let Some(e) = error {
-        v["error"] = stopped_early(e, rec.samples).into();
-    }
-    if let Some(o) = &rec.output_short {
-        let domains: Vec<serde_json::Value> = rec
-            .report
-            .domains
-            .iter()
-            .zip(&o.energy)
-            .map(|(d, e)| serde_json::json!({"socket": d.socket, "domain": d.domain, "energy_j": e.0}))
-            .collect();
-        v["output_holds"] = serde_json::json!({
-            "duration_s": o.duration.as_secs_f64(),
-            "samples": rec.samples,
-            "domains": domains,
-        });
-        append_warnings(&mut v, &[output_short_text(rec, o)]);
-    }
-    v
+/// What the CLI adds to `record --json` beside the engine's [`RecordDocument`].
+#[derive(serde::Serialize)]
+struct RecordExtras<'a> {
+    /// `record --events`: the summary and the files.
+    #[serde(flatten)]
+    events: super::events::EventsFields<'a>,
+    /// `record --attribute`: the split's totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attribution: Option<quietwatt_attribution::AttributionTotals>,
 }
 
 /// What a file cut short holds against what was measured: the summary's figures

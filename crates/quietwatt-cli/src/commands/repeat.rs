@@ -13,6 +13,7 @@ use super::{rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
 use quietwatt::{source, FreqArg, Mechanism, Meter, Rate};
+use quietwatt_compare::document::{RepeatDocument, SeriesContext};
 use quietwatt_compare::executor::{ExecError, Invocation};
 use quietwatt_compare::result::{GateRule, UNCERTAINTY_METHOD};
 use quietwatt_compare::{export, schedule, Comparison, Event, MeterExecutor, Plan, ScheduleError};
@@ -66,18 +67,9 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// The fields both documents share beside the result's: the mechanism, the
-    /// rate, whether emulated, and the interruption's exit status.
-    pub fn add_context(&self, v: &mut serde_json::Value) {
-        v["mechanism"] = self.mechanism_name.into();
-        v["emulated"] = self.emulated.into();
-        super::add_rate_json(v, &self.rate);
-        if let Some(i) = &self.comparison.interrupted {
-            v["interrupted"] = serde_json::json!({
-                "exit_status": crate::signals::stopped_status(),
-                "runs_asked": i.runs_asked,
-            });
-        }
+    /// How the series was read, as both documents say it.
+    pub fn context(&self) -> SeriesContext {
+        SeriesContext::new(self.mechanism_name, self.emulated, &self.rate)
     }
 
     /// Whether a signal cut the series short.
@@ -389,15 +381,16 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
     let Some(only) = c.commands.first() else {
         return Err(interrupted());
     };
-    let mut v = serde_json::to_value(only).unwrap_or_default();
-    crate::schema::stamp(&mut v, "repeat");
-    v["command"] = a.command.to_vec().into();
-    m.add_context(&mut v);
-    v["runs"] = c.runs.into();
-    v["warmup"] = a.warmup.into();
-    v["uncertainty_method"] = UNCERTAINTY_METHOD.into();
+    let doc = RepeatDocument::new(
+        c,
+        only,
+        a.command,
+        m.context(),
+        crate::signals::stopped_status(),
+    );
+    let v = crate::schema::value(&doc);
     if a.json {
-        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+        println!("{}", crate::schema::to_json(&doc));
         outlier_warning(&only.command, only);
     } else {
         print_text(&m);

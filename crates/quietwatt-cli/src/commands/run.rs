@@ -1,9 +1,10 @@
 //! `quietwatt run -- CMD`: the energy of one command.
 
-use super::{append_warnings, rate_words, selection, SamplerArgs};
+use super::{rate_words, selection, SamplerArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
-use quietwatt::command::{measure_watched, MeasuredCommand};
+use quietwatt::command::measure_watched;
+use quietwatt::document::RunDocument;
 use quietwatt::source::Mode;
 use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
 use std::fmt::Write as _;
@@ -207,18 +208,13 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         eprintln!("quietwatt: warning: {w}");
     }
     if args.json {
-        let mut v = summary_json(&m, exit_code, env.is_emulated(), &config.rate);
-        v["notes"] = notes.clone().into();
-        if let Some(e) = &estimate {
-            v["model_estimate"] = serde_json::to_value(e).unwrap_or_default();
-        }
-        if let Some(k) = &m.kernel {
-            v["kernel"] = serde_json::to_value(k).unwrap_or_default();
-        }
-        if let Some(s) = &share {
-            v["share"] = s.json(pid);
-        }
-        emit_json(args.output.as_deref(), &v)?;
+        let mut doc = RunDocument::new(&m, exit_code, env.is_emulated(), &config.rate);
+        doc.notes = Some(notes.clone());
+        let doc = doc.with(RunExtras {
+            model_estimate: estimate.as_ref(),
+            share: share.as_ref().map(|s| s.json(pid)),
+        });
+        emit_json(args.output.as_deref(), &crate::schema::to_json(&doc))?;
     } else {
         let mut text = report_text(
             &args.command.join(" "),
@@ -269,18 +265,8 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
     let exit_code = super::exit_code(status);
     let reason = why.message().lines().next().unwrap_or_default().to_string();
     if args.json {
-        let v = serde_json::json!({
-            "energy_supported": false,
-            "reason": reason,
-            "exit_code": exit_code,
-            "duration_s": elapsed,
-            "emulated": false,
-            "domains": [],
-            "total_energy_j": null,
-        });
-        let mut v = v;
-        crate::schema::stamp(&mut v, "run");
-        emit_json(args.output.as_deref(), &v)?;
+        let doc = quietwatt::document::UnmeasuredRun::new(reason.clone(), exit_code, elapsed);
+        emit_json(args.output.as_deref(), &crate::schema::to_json(&doc))?;
     } else {
         let what = args.command.join(" ");
         let text = format!(
@@ -299,10 +285,9 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
 }
 
 /// The `--json` object: to `-o FILE`, or on stdout.
-fn emit_json(output: Option<&Path>, v: &serde_json::Value) -> Result<(), Failure> {
-    let text = serde_json::to_string(v).unwrap_or_default();
+fn emit_json(output: Option<&Path>, text: &str) -> Result<(), Failure> {
     match output {
-        Some(p) => write_output(p, &(text + "\n")),
+        Some(p) => write_output(p, &format!("{text}\n")),
         None => {
             println!("{text}");
             Ok(())
@@ -427,22 +412,13 @@ pub fn report_text(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) ->
     s
 }
 
-/// The `--json` summary of a measured command, as `run` prints it for every
-/// mechanism (the in-kernel ones add their kernel-side figures).
-pub(super) fn summary_json(
-    m: &MeasuredCommand,
-    exit_code: i32,
-    emulated: bool,
-    rate: &Rate,
-) -> serde_json::Value {
-    let mut v = crate::schema::stamped(&m.report, "run");
-    v["exit_code"] = exit_code.into();
-    v["emulated"] = emulated.into();
-    super::add_rate_json(&mut v, rate);
-    v["overhead"] = serde_json::to_value(&m.overhead).unwrap_or_default();
-    append_warnings(&mut v, &m.warnings);
-    if let Some(e) = &m.error {
-        v["error"] = e.to_string().into();
-    }
-    v
+/// What the CLI adds to `run --json` beside the engine's [`RunDocument`].
+#[derive(serde::Serialize)]
+struct RunExtras<'a, E> {
+    /// The model's estimates (`--model`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_estimate: Option<&'a E>,
+    /// The command's share of the energy (`--share`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    share: Option<quietwatt_attribution::document::CommandShare>,
 }

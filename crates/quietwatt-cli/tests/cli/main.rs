@@ -11,6 +11,7 @@ mod auto_rate;
 mod bad_input;
 mod bench_sampler;
 mod cli_habits;
+mod documents;
 mod edges;
 mod emulate_cli;
 mod energy_bench;
