@@ -8,6 +8,7 @@
 //! - [`thread`]: pinning, SCHED_FIFO, nice, signal masks, futexes, the [`thread::Worker`]
 //!   lifecycle of a measuring thread.
 //! - [`usage`]: what a thread cost (CPU time, context switches).
+//! - [`process`]: a child waited for without reaping it.
 //!
 //! # Example
 //!
@@ -24,6 +25,7 @@
 
 pub mod clock;
 pub mod perf;
+pub mod process;
 pub mod ring;
 pub mod thread;
 pub mod timer;

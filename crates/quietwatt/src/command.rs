@@ -7,11 +7,8 @@ use crate::meter::{EnergyReport, Meter};
 use crate::overhead::Overhead;
 use crate::record::{drive, record_between, EngineConfig, Recording, Stopped};
 use crate::sink::{Metadata, NullSink, Sink};
-use rustix::event::{poll, PollFd, PollFlags};
-use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use std::path::Path;
 use std::process::{Command, ExitStatus};
-use std::time::Duration;
 
 /// The outcome of a measured command.
 #[derive(Debug)]
@@ -135,34 +132,7 @@ pub fn spawn_and_wait(cmd: &mut Command, watch: &mut dyn FnMut(ChildEvent)) -> R
     };
     let mut child = cmd.spawn().map_err(spawn_err)?;
     watch(ChildEvent::Spawned(child.id()));
-    let pid = Pid::from_raw(child.id() as i32);
-    match pid.and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok()) {
-        Some(fd) => loop {
-            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-            // EINTR (Ctrl-C reaches the child too) just polls again.
-            if matches!(poll(&mut fds, None), Ok(n) if n > 0) {
-                break;
-            }
-        },
-        // No pidfd (kernel < 5.3): look every 10 ms (without reaping).
-        None => loop {
-            let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
-            // SAFETY: waitid with WNOWAIT only fills `info`; the child stays unreaped.
-            let rc = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    child.id(),
-                    info.as_mut_ptr(),
-                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-                )
-            };
-            // SAFETY: zeroed, and filled by waitid when it returned 0.
-            if rc != 0 || unsafe { info.assume_init().si_pid() } != 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        },
-    }
+    quietwatt_sys::process::wait_exited_unreaped(child.id());
     watch(ChildEvent::Exited);
     child.wait().map_err(spawn_err)
 }
