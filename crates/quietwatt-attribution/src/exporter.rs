@@ -85,6 +85,7 @@ pub struct CollectorOptions {
 }
 
 /// The split and the exported counters.
+#[derive(Debug)]
 pub struct AttributionCollector {
     split: Attribution,
     names: Names,

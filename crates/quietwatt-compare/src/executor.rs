@@ -126,6 +126,17 @@ pub struct MeterExecutor<'w> {
     watch: Box<dyn FnMut(ChildEvent) + 'w>,
 }
 
+impl std::fmt::Debug for MeterExecutor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeterExecutor")
+            .field("root", &self.root)
+            .field("mechanism", &self.mechanism)
+            .field("selection", &self.selection)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'w> MeterExecutor<'w> {
     /// An executor of `commands` measured through `mechanism`'s counters of
     /// `selection` under `root`, at `config`'s rate (settled by the caller: see

@@ -52,6 +52,7 @@ pub enum OpenError {
 }
 
 /// The C-state counters and their first reading.
+#[derive(Debug)]
 pub struct IdleCollector {
     counters: EventCounters,
     base: Vec<u64>,

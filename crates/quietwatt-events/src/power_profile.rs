@@ -40,6 +40,7 @@ pub struct Interval {
 }
 
 /// Reads the energy counters while the caller waits.
+#[derive(Debug)]
 pub struct EnergySampler {
     meter: Meter,
     members: Vec<usize>,

@@ -126,6 +126,16 @@ pub struct EventLog<W: Write> {
     reads: u64,
 }
 
+impl<W: Write> std::fmt::Debug for EventLog<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLog")
+            .field("reads", &self.reads)
+            .field("first_ns", &self.first_ns)
+            .field("last_ns", &self.last_ns)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<W: Write> EventLog<W> {
     /// Writes the header (`fields` as `# key: value` lines, one `# channel:` line per
     /// counter, the cpuidle states) straight through to `out`, so that an unwritable
@@ -285,6 +295,14 @@ pub struct EventRecorder {
     shared: Arc<Shared>,
     // Taken by `stop`; dropped unstopped, the thread is stopped and joined.
     worker: Option<Worker<EventTotals>>,
+}
+
+impl std::fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("running", &self.worker.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl EventRecorder {

@@ -25,6 +25,16 @@ pub struct Exporter {
     notify: Box<dyn FnMut(Notice)>,
 }
 
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("collectors", &self.collectors.len())
+            .field("samples", &self.samples)
+            .field("missed", &self.missed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Exporter {
     /// Chooses the mechanism and opens the samplers; `notify` hears what the
     /// exporter has to say, now and at each refresh. The exporter's own

@@ -43,6 +43,12 @@ pub struct Server {
     published: Arc<Published>,
 }
 
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").finish_non_exhaustive()
+    }
+}
+
 impl Server {
     /// Serves `first` on `listener` (its acceptor and head reader, and the
     /// workers), requiring `auth` when given, until the process ends.

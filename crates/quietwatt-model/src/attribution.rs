@@ -36,6 +36,15 @@ pub struct Attributor {
     idle: std::result::Result<(EventCounters, Vec<u64>), String>,
 }
 
+impl std::fmt::Debug for Attributor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attributor")
+            .field("path", &self.path)
+            .field("counters", &self.counters.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Every online CPU's cpuidle `usage` counters (this machine's), read once.
 fn open_idle_usage() -> std::result::Result<(EventCounters, Vec<u64>), String> {
     let cpus = quietwatt_events::online_cpus().map_err(|e| e.to_string())?;

@@ -17,6 +17,7 @@ pub struct ChannelName {
 }
 
 /// A meter read around intervals.
+#[derive(Debug)]
 pub struct EnergyProbe {
     meter: Option<Meter>,
     total: Vec<usize>,

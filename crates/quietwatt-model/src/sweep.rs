@@ -25,6 +25,15 @@ pub struct Planned {
     pub batch: u32,
 }
 
+impl std::fmt::Debug for Planned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planned")
+            .field("counts", &self.counts)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One run to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {

@@ -32,6 +32,14 @@ pub struct Emulator {
     root: String,
 }
 
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
 fn domain(py: Python<'_>, name: &str) -> PyResult<Domain> {
     name.parse().map_err(|e| bad_argument(py, format!("{e}")))
 }
@@ -321,6 +329,14 @@ impl Drop for Emulator {
 pub struct BuiltInEmulator {
     inner: Mutex<Option<(quietwatt_emulator::ChildEmulator, tempfile::TempDir)>>,
     root: String,
+}
+
+impl std::fmt::Debug for BuiltInEmulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltInEmulator")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BuiltInEmulator {

@@ -106,6 +106,12 @@ pub struct Session {
     span: Mutex<Option<(u64, u64)>>,
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
 impl Session {
     /// Runs `f` on the running session with the GIL released; its error as the
     /// Python exception, or `BadArgument` once the session is stopped.

@@ -15,6 +15,12 @@ pub struct Share {
     inner: Mutex<Option<()>>,
 }
 
+impl std::fmt::Debug for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Share").finish_non_exhaustive()
+    }
+}
+
 fn unavailable(py: Python<'_>, why: String) -> PyErr {
     raise(py, "ShareUnavailable", why)
 }

@@ -91,6 +91,14 @@ pub struct Chosen {
     pub fallback: Option<String>,
 }
 
+impl std::fmt::Debug for Chosen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chosen")
+            .field("fallback", &self.fallback)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why no source was opened.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -225,6 +225,7 @@ fn zone_domain(entry: &str, name: &str, all: &[(String, String, PathBuf)]) -> Op
 }
 
 /// Open `energy_uj` files of the selected zones.
+#[derive(Debug)]
 pub struct Powercap {
     channels: Vec<Channel>,
     files: Vec<File>,

@@ -160,6 +160,14 @@ pub struct EbpfSampler<'obj> {
     bad_records: u64,
 }
 
+impl std::fmt::Debug for EbpfSampler<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EbpfSampler")
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'obj> EbpfSampler<'obj> {
     /// Opens the events of `plan`, loads the program with its maps sized for them and
     /// for draining at `drain`, and attaches it to a cpu-clock event at `freq` on each

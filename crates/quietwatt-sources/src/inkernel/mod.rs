@@ -156,6 +156,7 @@ pub trait KernelSampler: Send {
 /// were opened by, the channel each group's events add to, the sampling rate, and
 /// the events' descriptors in plan order (read from user space at the start and
 /// the end of a recording).
+#[derive(Debug)]
 pub struct SampledEvents {
     plan: Plan,
     group_channels: Vec<Vec<usize>>,
@@ -212,6 +213,18 @@ pub enum Opened {
         /// Why the kernel refused, for a warning.
         reason: String,
     },
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Opened::InKernel(source) => f.debug_tuple("InKernel").field(source).finish(),
+            Opened::Fallback { reason, .. } => f
+                .debug_struct("Fallback")
+                .field("reason", reason)
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// Opens `mechanism` (ebpf or perf-ring) on the RAPL perf events under `root`,

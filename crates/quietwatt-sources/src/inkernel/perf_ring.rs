@@ -80,6 +80,15 @@ pub struct PerfRingSampler {
     counts: KernelCounts,
 }
 
+impl std::fmt::Debug for PerfRingSampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfRingSampler")
+            .field("rings", &self.rings.len())
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PerfRingSampler {
     /// Opens one group per sampling CPU of `plan`: a cpu-clock leader at `freq`
     /// (disabled until [`KernelSampler::start`]) and the energy events as members,

@@ -114,6 +114,15 @@ pub struct KernelSource {
     stand_in: bool,
 }
 
+impl std::fmt::Debug for KernelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSource")
+            .field("drain", &self.drain)
+            .field("stand_in", &self.stand_in)
+            .finish_non_exhaustive()
+    }
+}
+
 impl KernelSource {
     pub(crate) fn new(
         sampler: Box<dyn KernelSampler>,

@@ -55,6 +55,7 @@ pub use registers::{
 };
 
 /// One register read per tick.
+#[derive(Debug)]
 struct RegRead {
     /// Index into `Msr::files`.
     file: usize,
@@ -65,6 +66,7 @@ struct RegRead {
 }
 
 /// Open MSR devices and the registers to read on each.
+#[derive(Debug)]
 pub struct Msr {
     channels: Vec<Channel>,
     files: Vec<File>,

@@ -66,6 +66,7 @@ pub use open::{open_counting_event, permission_fix, read_count};
 // The source.
 
 /// Open perf counting events, one per (event, CPU), summed per [`DomainId`](quietwatt_core::domain::DomainId).
+#[derive(Debug)]
 pub struct PerfEvents {
     channels: Vec<Channel>,
     fds: Vec<OwnedFd>,

@@ -15,6 +15,12 @@ use std::thread::{JoinHandle, Scope, ScopedJoinHandle, Thread};
 #[must_use = "the spawner waits until the worker reports"]
 pub struct Ready<R, E>(SyncSender<Result<R, E>>);
 
+impl<R, E> std::fmt::Debug for Ready<R, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready").finish_non_exhaustive()
+    }
+}
+
 impl<R, E> Ready<R, E> {
     /// Reports that setup went well: the spawner's wait returns `value`.
     pub fn ok(self, value: R) {
@@ -45,6 +51,12 @@ pub enum NotReady<E> {
 #[must_use = "the body runs before its setup is known to have succeeded otherwise"]
 pub struct Handshake<R, E>(Receiver<Result<R, E>>);
 
+impl<R, E> std::fmt::Debug for Handshake<R, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handshake").finish_non_exhaustive()
+    }
+}
+
 impl<R, E> Handshake<R, E> {
     /// Waits until the worker's setup reports.
     pub fn wait(self) -> Result<R, NotReady<E>> {
@@ -69,6 +81,17 @@ fn reraise<T>(r: Result<T, Box<dyn Any + Send>>) -> T {
 /// thread (a panic in it is then dropped, not raised: [`Worker::join`] raises it).
 pub struct Worker<T> {
     handle: Option<JoinHandle<T>>,
+}
+
+impl<T> std::fmt::Debug for Worker<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field(
+                "name",
+                &self.handle.as_ref().and_then(|h| h.thread().name()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why [`Worker::start`] returned no running worker.
@@ -158,6 +181,17 @@ pub struct ScopedWorker<'scope, T> {
     handle: Option<ScopedJoinHandle<'scope, T>>,
 }
 
+impl<T> std::fmt::Debug for ScopedWorker<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopedWorker")
+            .field(
+                "name",
+                &self.handle.as_ref().and_then(|h| h.thread().name()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'scope, T: Send + 'scope> ScopedWorker<'scope, T> {
     /// [`Worker::spawn`] in `scope`.
     pub fn spawn<'env, R, E, F>(
@@ -227,8 +261,7 @@ mod tests {
     #[test]
     fn a_setup_error_is_reported_after_the_thread_is_joined() {
         let e = Worker::start("qw-test", |ready: Ready<(), &str>| ready.fail("no timer"))
-            .err()
-            .expect("the setup failed");
+            .expect_err("the setup failed");
         assert!(matches!(e, StartError::Setup("no timer")));
     }
 

@@ -27,6 +27,14 @@ pub struct Meter {
     t: Tally,
 }
 
+impl std::fmt::Debug for Meter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter")
+            .field("channels", &self.channels())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where a meter's readings come from.
 enum Reads {
     /// A source the meter reads itself.

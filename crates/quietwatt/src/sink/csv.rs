@@ -43,6 +43,14 @@ pub struct CsvSink<W: Write> {
     freq: (u64, Vec<u8>),
 }
 
+impl<W: Write> std::fmt::Debug for CsvSink<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CsvSink")
+            .field("kept", &self.kept)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<W: RecordOutput> CsvSink<W> {
     /// A CSV sink writing to `out`.
     pub fn new(out: W) -> Self {

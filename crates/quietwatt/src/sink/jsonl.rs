@@ -19,6 +19,14 @@ pub struct JsonlSink<W: Write> {
     labels: Vec<(u32, &'static str)>,
 }
 
+impl<W: Write> std::fmt::Debug for JsonlSink<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlSink")
+            .field("kept", &self.kept)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<W: RecordOutput> JsonlSink<W> {
     /// A JSON Lines sink writing to `out`.
     pub fn new(out: W) -> Self {

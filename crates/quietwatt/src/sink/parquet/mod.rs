@@ -270,6 +270,16 @@ pub struct ParquetSink {
     last_ns: u64,
 }
 
+impl std::fmt::Debug for ParquetSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetSink")
+            .field("kept", &self.kept)
+            .field("pending", &self.pending)
+            .field("rows_written", &self.rows_written)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ParquetSink {
     /// A Parquet sink writing to `file`, which must be a regular file (Parquet's
     /// footer is rewritten in place): a pipe, a terminal or a device is refused.

@@ -300,7 +300,7 @@ fn a_pipe_is_refused_with_what_to_do() {
     // SAFETY: both descriptors are new and owned by nothing else.
     let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
     drop(r);
-    let err = ParquetSink::new(w).err().expect("refused");
+    let err = ParquetSink::new(w).expect_err("refused");
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("regular file"), "{err}");
     assert!(err.to_string().contains("CSV"), "{err}");
