@@ -72,7 +72,7 @@ impl ExpositionFormat {
                 "application/openmetrics-text"
                     if version.as_deref().is_none_or(|v| v == "1.0.0") =>
                 {
-                    om = om.max(q)
+                    om = om.max(q);
                 }
                 "text/plain" | "*/*" | "text/*" => text = text.max(q),
                 _ => {}

@@ -555,7 +555,7 @@ fn powercap_rows(b: &mut Bench, root: &SysRoot) {
                 match File::open(&path) {
                     Ok(file) => {
                         let label = root_label(root, &path);
-                        b.time("powercap pread", &target, label, || pread_small(&file))
+                        b.time("powercap pread", &target, label, || pread_small(&file));
                     }
                     Err(e) => b.unavailable(
                         "powercap pread",
@@ -712,7 +712,7 @@ fn msr_rows(b: &mut Bench, root: &SysRoot, b_cpu: usize) {
                 b.time("msr pread", &target, label, || {
                     let mut buf = [0u8; 8];
                     file.read_at(&mut buf, register)
-                })
+                });
             }
             Err(e) => b.unavailable(
                 "msr pread",

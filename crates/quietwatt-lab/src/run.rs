@@ -515,12 +515,12 @@ impl Executor for ProcessExecutor {
             (Monitor::Quietwatt(src), Some(f)) => self.run_quietwatt(&mut m, &mut wp, *src, f),
             (Monitor::Shell { command, .. }, Some(f)) => {
                 let command = with_frequency(command, f);
-                self.run_command_monitor(&mut m, &mut wp, shell(&command), &command)
+                self.run_command_monitor(&mut m, &mut wp, shell(&command), &command);
             }
             (Monitor::Command { make, .. }, Some(f)) => {
                 let cmd = make.build(f);
                 let command = command_line(&cmd);
-                self.run_command_monitor(&mut m, &mut wp, cmd, &command)
+                self.run_command_monitor(&mut m, &mut wp, cmd, &command);
             }
         }
         let (frac, cstates) = idle.since();

@@ -138,7 +138,7 @@ pub fn run(
         unsafe {
             src.as_ptr()
                 .add(i)
-                .write((i.wrapping_mul(2654435761) >> 13) as u8)
+                .write((i.wrapping_mul(2654435761) >> 13) as u8);
         };
     }
     let npf_dst = Buffer::map(pages, page)?;

@@ -310,7 +310,7 @@ impl RecordingBuilder {
             }
         };
         let running = events::start(&self.events, &self.root, &path, &meta, &mut |s| {
-            progress.events_started(s)
+            progress.events_started(s);
         })?;
         progress.starting(&meter, &self.engine.rate);
         let mut config = self.engine.clone();

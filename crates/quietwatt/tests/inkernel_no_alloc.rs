@@ -53,7 +53,7 @@ impl Source for Spy {
             if seen.len() < seen.capacity() {
                 seen.push(allocations());
             }
-            f(r)
+            f(r);
         })
     }
     fn kernel_side(&self) -> Option<KernelSide> {

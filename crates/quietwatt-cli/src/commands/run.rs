@@ -190,7 +190,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let quietwatt::command::ChildEvent::Spawned(p) = e {
             pid = p;
         }
-        crate::signals::forward_to_command(e)
+        crate::signals::forward_to_command(e);
     };
     let m = match &mut share {
         None => measure_watched(&mut meter, &mut cmd, &config, &mut watch)?,
@@ -386,7 +386,7 @@ pub fn report_text(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) ->
                 p.0,
                 pu.0,
                 r.total_rule
-            )
+            );
         }
         _ => out!(
             "  {:>6}  {:<8} {:>14}   (nothing selected can be totalled: see the warnings)",

@@ -298,7 +298,7 @@ fn say(notice: Notice) {
             retry.as_secs()
         ),
         Notice::DomainBack { domains } => {
-            eprintln!("quietwatt: {} is read again", names(&domains))
+            eprintln!("quietwatt: {} is read again", names(&domains));
         }
         Notice::CollectorFailed { collector, error } if collector == "events" => eprintln!(
             "quietwatt: warning: --events: {error}; they are no longer exported"

@@ -186,7 +186,7 @@ fn the_report_python_receives_has_the_run_documents_keys_and_types() {
     let m = mount(EmulatorConfig::default());
     let config = quietwatt::SessionConfig::default().root(SysRoot::new(m.root()));
     let (_, report) = quietwatt::measure(config, || {
-        std::thread::sleep(std::time::Duration::from_millis(20))
+        std::thread::sleep(std::time::Duration::from_millis(20));
     })
     .expect("a measured region");
     let v = serde_json::to_value(&report).unwrap();

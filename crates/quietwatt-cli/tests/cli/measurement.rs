@@ -18,7 +18,7 @@ fn small_counters(c: EmulatorConfig) -> EmulatorConfig {
 const SMALL_WRAPS: u64 = 2;
 
 fn check_run(config: EmulatorConfig, expect: &[(u32, Domain)], min_wraps: u64) {
-    check_run_with(Served::Powercap, config, expect, min_wraps)
+    check_run_with(Served::Powercap, config, expect, min_wraps);
 }
 
 fn check_run_with(

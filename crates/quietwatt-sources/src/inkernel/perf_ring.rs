@@ -504,7 +504,7 @@ mod tests {
                 assert!(
                     why.contains("cpu-clock sampling group") && why.contains("EINVAL"),
                     "{why}"
-                )
+                );
             }
             OpenError::Other(e) => panic!("{e}"),
         }
@@ -516,7 +516,7 @@ mod tests {
         // No permission: the perf fix, no fallback.
         match member_error(&s, io::Error::from_raw_os_error(libc::EACCES), None) {
             OpenError::Other(Error::Permission { fix, .. }) => {
-                assert!(fix.contains("CAP_PERFMON"), "{fix}")
+                assert!(fix.contains("CAP_PERFMON"), "{fix}");
             }
             other => panic!("{other:?}"),
         }

@@ -342,7 +342,7 @@ mod tests {
                 assert!(
                     fix.contains("perf_event_paranoid=0") && fix.contains("cap_perfmon"),
                     "{fix}"
-                )
+                );
             }
             other => panic!("{other}"),
         }
