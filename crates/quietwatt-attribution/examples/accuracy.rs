@@ -142,7 +142,7 @@ fn reap_when_done(pid: u32) -> u64 {
 
 fn once(exit: bool) -> [[f64; 4]; 2] {
     let dir = tempfile::tempdir().unwrap();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus as u32);
     config.power.follow = Some(LoadFollowing::new(IDLE_W, PER_CPU_W));
     (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);

@@ -313,7 +313,11 @@ fn describe(emulator: &Emulator) -> String {
         .iter()
         .map(|t| format!("{}/{} {} W", t.socket, t.domain, t.watts))
         .collect();
-    let faults: Vec<String> = c.faults.iter().map(|f| f.to_string()).collect();
+    let faults: Vec<String> = c
+        .faults
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     let psys = if !c.domains.psys {
         String::new()
     } else if c.psys_disabled {

@@ -141,7 +141,7 @@ impl Emulator {
         self.shared
             .faults
             .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .add(fault, now);
         Ok(())
     }
@@ -152,7 +152,7 @@ impl Emulator {
         self.shared
             .faults
             .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clear();
     }
 

@@ -165,7 +165,10 @@ impl Follower {
     /// Busy ns of `socket`'s CPUs from the mount to `at_ns` (wall time since the
     /// mount, quantized to the counter's updates).
     pub fn busy_ns(&self, socket: u32, at_ns: u64) -> u64 {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if at_ns > st.last_ns {
             self.update(&mut st, at_ns);
         }

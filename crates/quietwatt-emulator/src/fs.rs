@@ -215,7 +215,11 @@ impl EmulatorFs {
             }
             return self.read_msr(cpu, offset, size);
         }
-        let snapshots = || self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshots = || {
+            self.snapshots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
         let text = if offset == 0 {
             let text = self.generate(node, content)?;
             snapshots().insert(fh, text.clone());
@@ -350,7 +354,7 @@ impl Filesystem for EmulatorFs {
     ) {
         self.snapshots
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&fh.0);
         reply.ok();
     }

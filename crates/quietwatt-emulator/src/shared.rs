@@ -55,11 +55,15 @@ impl Shared {
     }
 
     pub(crate) fn faults(&self) -> std::sync::RwLockReadGuard<'_, FaultSet> {
-        self.faults.read().unwrap_or_else(|e| e.into_inner())
+        self.faults
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn served_log(&self) -> MutexGuard<'_, ServedLog> {
-        self.served.lock().unwrap_or_else(|e| e.into_inner())
+        self.served
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What faults do to (socket, domain) now.

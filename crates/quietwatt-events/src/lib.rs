@@ -432,7 +432,7 @@ impl EventCounters {
                 )),
             }
         }
-        let slots = bpf.as_ref().map_or(0, |b| b.slots());
+        let slots = bpf.as_ref().map_or(0, bpf_idle::BpfIdle::slots);
         Ok(EventCounters {
             channels,
             cpuidle,

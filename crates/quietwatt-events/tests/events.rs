@@ -18,7 +18,8 @@ static BPF: Mutex<()> = Mutex::new(());
 
 /// One BPF test at a time (a failed one poisons the lock; the next still runs).
 fn bpf_alone() -> std::sync::MutexGuard<'static, ()> {
-    BPF.lock().unwrap_or_else(|p| p.into_inner())
+    BPF.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn pin(cpu: usize) {

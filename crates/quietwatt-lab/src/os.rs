@@ -140,7 +140,7 @@ impl IdleSnapshot {
             }
             _ => None,
         };
-        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let ncpu = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
         let wall_us = now.at.duration_since(self.at).as_secs_f64() * 1e6 * ncpu;
         let cs: Vec<String> = now
             .cstates

@@ -164,7 +164,10 @@ impl Scenario for SwitchScenario {
                     )?);
                 }
                 probe.begin()?;
-                let c0: Vec<u64> = counters.iter().map(|c| c.read()).collect::<Result<_>>()?;
+                let c0: Vec<u64> = counters
+                    .iter()
+                    .map(super::counters::TaskCounter::read)
+                    .collect::<Result<_>>()?;
                 let t0 = Instant::now();
                 for _ in 0..exchanges {
                     match kind {
@@ -181,7 +184,10 @@ impl Scenario for SwitchScenario {
                     }
                 }
                 let wall = t0.elapsed().as_secs_f64();
-                let c1: Vec<u64> = counters.iter().map(|c| c.read()).collect::<Result<_>>()?;
+                let c1: Vec<u64> = counters
+                    .iter()
+                    .map(super::counters::TaskCounter::read)
+                    .collect::<Result<_>>()?;
                 let joules = probe.end()?;
                 let switches: u64 = c1.iter().zip(&c0).map(|(a, b)| a - b).sum();
                 Ok(Measured {

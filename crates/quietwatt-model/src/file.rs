@@ -199,7 +199,7 @@ impl Model {
         // /proc/cpuinfo of the real machine: an emulator's --root describes the
         // emulated CPU, not the one the scenarios ran on.
         let cpu = CpuInfo::read(&SysRoot::default()).or_else(|_| CpuInfo::read(root));
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         Model {
             format: FORMAT,
             quietwatt_version: format!("quietwatt {}", env!("CARGO_PKG_VERSION")),
@@ -209,11 +209,11 @@ impl Model {
             machine: Machine {
                 cpu_model: cpu
                     .as_ref()
-                    .map(|c| c.to_string())
+                    .map(std::string::ToString::to_string)
                     .unwrap_or_else(|e| format!("unknown ({e})")),
                 cpus,
                 page_size_bytes: super::page_size(),
-                virtual_machine: cpu.as_ref().is_ok_and(|c| c.is_virtual_machine()),
+                virtual_machine: cpu.as_ref().is_ok_and(quietwatt::cpuinfo::CpuInfo::is_virtual_machine),
             },
             kernel: Kernel {
                 sysname: s(uname.sysname()),
@@ -277,7 +277,7 @@ impl Model {
                 "not JSON ({e}); give a file written by `quietwatt model`"
             ))
         })?;
-        match v.get("format").and_then(|f| f.as_u64()) {
+        match v.get("format").and_then(serde_json::Value::as_u64) {
             Some(f) if f == FORMAT as u64 => {}
             Some(f) => {
                 return Err(err(format!(

@@ -60,7 +60,10 @@ impl Emulator {
         py: Python<'_>,
         f: impl FnOnce(&quietwatt_emulator::Emulator) -> PyResult<T>,
     ) -> PyResult<T> {
-        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match guard.as_ref() {
             Some(m) => f(&m.emulator),
             None => Err(bad_argument(
@@ -301,7 +304,11 @@ impl Emulator {
     /// Unmounts and removes the directory it made; the FUSE thread is joined. Safe
     /// to call twice.
     fn unmount(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         if let Some(m) = taken {
             py.detach(|| m.unmount())
                 .map_err(|e| emulator_error(py, e))?;
@@ -389,7 +396,11 @@ impl BuiltInEmulator {
     /// Closes what is kept open under it, tells the child to unmount and waits
     /// for it (milliseconds). Safe to call twice.
     fn unmount(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         py.detach(|| BuiltInEmulator::close(taken))
             .map_err(|e| emulator_error(py, e))
     }

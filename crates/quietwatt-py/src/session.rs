@@ -18,7 +18,8 @@ static KEPT: LazyLock<Mutex<HashMap<Key, Box<dyn Source>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn kept() -> std::sync::MutexGuard<'static, HashMap<Key, Box<dyn Source>>> {
-    KEPT.lock().unwrap_or_else(|p| p.into_inner())
+    KEPT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Closes the counters kept for reuse under `root` (an emulator about to be
@@ -121,7 +122,10 @@ impl Session {
         f: impl FnOnce(&quietwatt::Session) -> quietwatt::Result<T> + Send,
     ) -> PyResult<T> {
         let out = py.detach(|| {
-            let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
+            let guard = self
+                .inner
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             guard.as_ref().map(f)
         });
         match out {
@@ -198,7 +202,7 @@ impl Session {
     /// The sampling rate in Hz, or None without a sampler thread.
     #[getter]
     fn freq(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        self.with(py, |s| Ok(s.rate().map(|r| r.hz())))
+        self.with(py, |s| Ok(s.rate().map(quietwatt::Hertz::hz)))
     }
 
     /// The energy so far, as JSON, without stopping.
@@ -242,7 +246,10 @@ impl Session {
     /// stopped: what a share's context switches are placed against.
     #[getter]
     fn span(&self) -> Option<(u64, u64)> {
-        *self.span.lock().unwrap_or_else(|p| p.into_inner())
+        *self
+            .span
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether the session still runs.
@@ -254,13 +261,21 @@ impl Session {
     /// Stops (joining the sampler thread): the final report as JSON, and the
     /// samples not drained yet ([`Columns`]).
     fn stop(&self, py: Python<'_>) -> PyResult<(String, Columns)> {
-        let taken = py.detach(|| self.inner.write().unwrap_or_else(|p| p.into_inner()).take());
+        let taken = py.detach(|| {
+            self.inner
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+        });
         let Some(s) = taken else {
             return Err(bad_argument(py, "this measurement is already stopped"));
         };
         let channels = s.channels().len();
         let keep_span = |r: &Report| {
-            *self.span.lock().unwrap_or_else(|p| p.into_inner()) = r.span_ns;
+            *self
+                .span
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = r.span_ns;
         };
         if let Some(key) = &self.reuse {
             let (report, source) = py.detach(|| s.stop_reusable()).py(py)?;

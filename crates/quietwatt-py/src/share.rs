@@ -89,7 +89,11 @@ impl Share {
         t0_ns: u64,
         t1_ns: u64,
     ) -> PyResult<String> {
-        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         let Some(share) = taken else {
             return Err(bad_argument(py, "this share is already finished"));
         };

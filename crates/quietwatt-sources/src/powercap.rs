@@ -310,10 +310,10 @@ fn read_error(path: &Path, e: io::Error) -> Error {
 fn parse_decimal(bytes: &[u8]) -> Option<u64> {
     let end = bytes
         .iter()
-        .position(|b| b.is_ascii_whitespace())
+        .position(u8::is_ascii_whitespace)
         .unwrap_or(bytes.len());
     let (digits, rest) = bytes.split_at(end);
-    if digits.is_empty() || !rest.iter().all(|b| b.is_ascii_whitespace()) {
+    if digits.is_empty() || !rest.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
     digits.iter().try_fold(0u64, |acc, &b| {

@@ -46,7 +46,11 @@ fn two_sockets() -> EmulatorConfig {
 /// counted); the energy of each channel between the first and the last read.
 fn energy_between_reads(source: &mut dyn Source, reads: usize, gap: Duration) -> Vec<f64> {
     let start = Instant::now();
-    let mut counters: Vec<Counter> = source.channels().iter().map(|c| c.counter()).collect();
+    let mut counters: Vec<Counter> = source
+        .channels()
+        .iter()
+        .map(quietwatt_sources::Channel::counter)
+        .collect();
     let mut raw = vec![0u64; counters.len()];
     for i in 0..reads {
         if i > 0 {

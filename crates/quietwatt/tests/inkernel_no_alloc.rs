@@ -48,7 +48,10 @@ impl Source for Spy {
         f: &mut dyn FnMut(&Reading<'_>),
     ) -> quietwatt::error::SourceResult<()> {
         // Uncontended (the test reads it after the recording): no allocation.
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.inner.drain(last, &mut |r| {
             if seen.len() < seen.capacity() {
                 seen.push(allocations());
@@ -97,7 +100,9 @@ fn mechanisms() -> &'static [Mechanism] {
 /// itself, since nobody reads the session), allocates nothing.
 #[test]
 fn a_buffered_sessions_drains_allocate_nothing() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let hz = |f| Hertz::new(f).expect("valid");
     let stop = Arc::new(AtomicBool::new(false));
     let busy = busy_cpu0(stop.clone());
@@ -117,13 +122,20 @@ fn a_buffered_sessions_drains_allocate_nothing() {
         session.begin_window("w").unwrap();
         // Six drains' worth, however long they take to come.
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        while seen.lock().unwrap_or_else(|p| p.into_inner()).len() < 3000 {
+        while seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+            < 3000
+        {
             assert!(std::time::Instant::now() < deadline, "{m}: too few samples");
             std::thread::sleep(Duration::from_millis(100));
         }
         let report = session.stop().unwrap();
         let k = report.kernel.as_ref().expect("the kernel side's figures");
-        let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = seen.len();
         assert!(n > 3000 && k.drains >= 4, "{m}: {n} samples, {k:?}");
         let (first, last) = (seen[10], seen[n - 2]);
@@ -140,7 +152,9 @@ fn a_buffered_sessions_drains_allocate_nothing() {
 
 #[test]
 fn draining_allocates_nothing_per_sample() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let hz = |f| Hertz::new(f).expect("valid");
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let busy = busy_cpu0(stop.clone());
@@ -180,7 +194,9 @@ fn draining_allocates_nothing_per_sample() {
             .expect("a buffered source's kernel figures");
         // Several drains' worth of samples; the last record follows the final
         // reading's set-up and is left out.
-        let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = seen.len();
         assert!(n > 2000 && k.drains >= 4, "{m}: {n} samples, {k:?}");
         let (first, last) = (seen[10], seen[n - 2]);

@@ -55,7 +55,9 @@ fn mechanisms() -> &'static [Mechanism] {
 /// thousand times.
 #[test]
 fn a_background_session_drains_the_kernel_about_once_a_second_and_covers_it_exactly() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let _tick = busy_cpu0();
     for &m in mechanisms() {
         let s = Session::start_on(Box::new(open(m)), SessionConfig::default()).unwrap();

@@ -158,7 +158,7 @@ pub struct WorkloadArgs {
 
 /// Every CPU this process may use, the default thread count of the workloads.
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// Runs one built-in workload and prints its own solve time (not the process's),

@@ -202,7 +202,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &mut watch,
         )?,
     };
-    let estimate = attributor.map(|a| a.finish()).transpose()?;
+    let estimate = attributor
+        .map(quietwatt_model::attribution::Attributor::finish)
+        .transpose()?;
     let exit_code = super::exit_code(m.status);
     for w in &m.warnings {
         eprintln!("quietwatt: warning: {w}");

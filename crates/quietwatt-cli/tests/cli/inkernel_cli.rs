@@ -35,7 +35,9 @@ fn json(out: &Output) -> serde_json::Value {
 
 #[test]
 fn record_through_both_in_kernel_mechanisms_writes_one_row_per_sample_and_domain() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let _tick = busy_cpu0();
     let dir = tempfile::tempdir().unwrap();
     for m in ["ebpf", "perf-ring"] {
@@ -88,7 +90,9 @@ fn record_through_both_in_kernel_mechanisms_writes_one_row_per_sample_and_domain
 
 #[test]
 fn run_measures_the_command_through_ebpf_and_perf_ring() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let _tick = busy_cpu0();
     for m in ["ebpf", "perf-ring"] {
         let out = quietwatt(&[
@@ -150,7 +154,9 @@ fn in_kernel_mechanisms_refuse_an_adaptive_rate_and_a_bad_drain_rate() {
 
 #[test]
 fn doctor_explains_the_in_kernel_mechanisms() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let out = quietwatt(&["doctor", "--json"]);
     let v = json(&out);
     let all = v

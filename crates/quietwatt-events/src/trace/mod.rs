@@ -217,7 +217,7 @@ fn read_jsonl(path: &Path, text: &str) -> Result<MetaAndRows<EnergyRow>, TraceEr
             }
             continue;
         }
-        let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
+        let num = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
         let row = (|| {
             Some(EnergyRow {
                 t_ns: v.get("timestamp_ns")?.as_u64()?,

@@ -304,7 +304,7 @@ pub fn sampler(
         variants,
         targets,
         loadavg: [load_before, loadavg()],
-        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cpus: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         notes,
     })
 }

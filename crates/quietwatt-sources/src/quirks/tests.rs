@@ -168,7 +168,7 @@ fn unit_quirks_are_exactly_the_kernels_model_lists() {
     let bdx_d = quirks_for(&intel(0x56)).next().expect("BROADWELL_D row");
     assert_eq!(bdx_d.quirk, Quirk::FixedDramUnit);
     assert!(!bdx_d.powercap_applies());
-    assert!(quirks_for(&intel(0x55)).all(|r| r.powercap_applies()));
+    assert!(quirks_for(&intel(0x55)).all(super::QuirkRow::powercap_applies));
 }
 
 #[test]

@@ -104,7 +104,9 @@ impl Shared {
     /// The state, even after a panic while it was held: every update leaves it
     /// consistent (a reading is accounted whole or not at all by each meter).
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The state with every reading the sampler has pushed so far accounted.

@@ -40,15 +40,19 @@ impl Guard {
             let mut raw = vec![0u64; channels];
             let (lock, cv) = &*flag;
             loop {
-                let stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let stopped = lock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let (stopped, _) = cv
                     .wait_timeout_while(stopped, period, |s| !*s)
-                    .unwrap_or_else(|p| p.into_inner());
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if *stopped {
                     return;
                 }
                 drop(stopped);
-                let mut src = source.lock().unwrap_or_else(|p| p.into_inner());
+                let mut src = source
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let t = monotonic_ns();
                 let read = src.read(&mut raw).map_err(crate::Error::from);
                 drop(src);
@@ -75,7 +79,9 @@ impl Drop for Guard {
     /// Sets the flag and wakes the thread; the worker, dropped next, joins it.
     fn drop(&mut self) {
         let (lock, cv) = &*self.stop;
-        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        *lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
         cv.notify_all();
     }
 }

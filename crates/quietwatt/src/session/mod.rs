@@ -361,7 +361,7 @@ impl Session {
         self.state()
             .rows
             .as_ref()
-            .map_or_else(Vec::new, |r| r.rows())
+            .map_or_else(Vec::new, samples::SampleRing::rows)
     }
 
     /// Like [`Session::samples`], and removes them: what a periodic consumer (an
@@ -370,7 +370,7 @@ impl Session {
         self.state()
             .rows
             .as_mut()
-            .map_or_else(Vec::new, |r| r.drain())
+            .map_or_else(Vec::new, samples::SampleRing::drain)
     }
 
     /// The sample buffer's bound and what it held, handed out and dropped; `None`
@@ -467,7 +467,10 @@ impl Session {
             report.overhead = Some(o);
         }
         report.samples = st.sample_stats();
-        let rows = st.rows.as_mut().map_or_else(Vec::new, |r| r.drain());
+        let rows = st
+            .rows
+            .as_mut()
+            .map_or_else(Vec::new, samples::SampleRing::drain);
         Ok((report, rows))
     }
 
@@ -477,7 +480,9 @@ impl Session {
         let Some(source) = &self.polled else {
             return Ok(());
         };
-        let mut source = source.lock().unwrap_or_else(|p| p.into_inner());
+        let mut source = source
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut raw = vec![0u64; self.channels.len()];
         let t = monotonic_ns();
         source.read(&mut raw)?;

@@ -83,7 +83,7 @@ pub const FOLLOW_W_PER_CPU: f64 = 5.0;
 
 /// This machine's CPUs.
 pub fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// How far an entity's attributed dynamic energy may be from its truth

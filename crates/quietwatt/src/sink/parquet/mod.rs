@@ -440,7 +440,11 @@ impl ParquetSink {
         if n == 0 {
             return false;
         }
-        let Some(tail) = self.writer.as_ref().map(|w| w.inner()) else {
+        let Some(tail) = self
+            .writer
+            .as_ref()
+            .map(parquet::file::writer::SerializedFileWriter::inner)
+        else {
             return false;
         };
         let row_bytes = match self.rows_written {
