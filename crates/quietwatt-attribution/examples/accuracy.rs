@@ -24,6 +24,7 @@ use quietwatt::transform::{NoRows, Transformed};
 use quietwatt::{Hertz, Mechanism, Meter, Rate, Selection, SysRoot};
 use quietwatt_attribution::{cpu_sockets, Attribution, By, Entity, IdlePower, Tracker};
 use quietwatt_emulator::{Emulator, EmulatorConfig, LoadFollowing};
+use std::num::NonZero;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::atomic::AtomicBool;
@@ -142,7 +143,7 @@ fn reap_when_done(pid: u32) -> u64 {
 
 fn once(exit: bool) -> [[f64; 4]; 2] {
     let dir = tempfile::tempdir().unwrap();
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let cpus = std::thread::available_parallelism().map_or(1, NonZero::get);
     let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus as u32);
     config.power.follow = Some(LoadFollowing::new(IDLE_W, PER_CPU_W));
     (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);

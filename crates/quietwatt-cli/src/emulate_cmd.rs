@@ -313,11 +313,7 @@ fn describe(emulator: &Emulator) -> String {
         .iter()
         .map(|t| format!("{}/{} {} W", t.socket, t.domain, t.watts))
         .collect();
-    let faults: Vec<String> = c
-        .faults
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect();
+    let faults: Vec<String> = c.faults.iter().map(ToString::to_string).collect();
     let psys = if !c.domains.psys {
         String::new()
     } else if c.psys_disabled {

@@ -235,7 +235,7 @@ impl Executor for MeterExecutor<'_> {
                 .warnings
                 .iter()
                 .chain(&r.warnings)
-                .map(std::string::ToString::to_string)
+                .map(ToString::to_string)
                 .collect(),
         })
     }

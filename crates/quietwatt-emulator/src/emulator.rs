@@ -11,7 +11,7 @@ use quietwatt_core::{Domain, Joules};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A mounted RAPL emulator. Dropping it (or [`Emulator::unmount`]) unmounts.
@@ -141,7 +141,7 @@ impl Emulator {
         self.shared
             .faults
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .add(fault, now);
         Ok(())
     }
@@ -152,7 +152,7 @@ impl Emulator {
         self.shared
             .faults
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .clear();
     }
 

@@ -28,7 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 /// Femtojoules per (µW × ns).
 const FJ_PER_UW_NS: u128 = 1;
@@ -165,10 +165,7 @@ impl Follower {
     /// Busy ns of `socket`'s CPUs from the mount to `at_ns` (wall time since the
     /// mount, quantized to the counter's updates).
     pub fn busy_ns(&self, socket: u32, at_ns: u64) -> u64 {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if at_ns > st.last_ns {
             self.update(&mut st, at_ns);
         }

@@ -23,7 +23,7 @@ use fuser::{
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// How long the kernel may cache what cannot change.
@@ -218,7 +218,7 @@ impl EmulatorFs {
         let snapshots = || {
             self.snapshots
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(PoisonError::into_inner)
         };
         let text = if offset == 0 {
             let text = self.generate(node, content)?;
@@ -354,7 +354,7 @@ impl Filesystem for EmulatorFs {
     ) {
         self.snapshots
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .remove(&fh.0);
         reply.ok();
     }

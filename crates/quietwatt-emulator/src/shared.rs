@@ -9,7 +9,7 @@ use crate::truth::{GroundTruth, Mechanism, Served, ServedLog};
 use quietwatt_core::{Domain, Joules};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 /// State shared by the FUSE thread and the [`Emulator`] handle.
@@ -55,15 +55,11 @@ impl Shared {
     }
 
     pub(crate) fn faults(&self) -> std::sync::RwLockReadGuard<'_, FaultSet> {
-        self.faults
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.faults.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn served_log(&self) -> MutexGuard<'_, ServedLog> {
-        self.served
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.served.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// What faults do to (socket, domain) now.

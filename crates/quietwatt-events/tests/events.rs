@@ -7,7 +7,7 @@ use quietwatt::{Hertz, SysRoot};
 use quietwatt_events::recorder::HEADER;
 use quietwatt_events::{Event, EventCounters, EventRecorder, Groups};
 use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Held by each test that loads BPF programs or reads their maps, so that they run
@@ -18,8 +18,7 @@ static BPF: Mutex<()> = Mutex::new(());
 
 /// One BPF test at a time (a failed one poisons the lock; the next still runs).
 fn bpf_alone() -> std::sync::MutexGuard<'static, ()> {
-    BPF.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    BPF.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn pin(cpu: usize) {

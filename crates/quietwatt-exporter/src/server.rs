@@ -28,7 +28,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// What the HTTP side reads: the latest exposition.
@@ -72,7 +72,7 @@ impl Server {
             .published
             .exposition
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(exposition);
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(exposition);
     }
 
     /// Scrapes of `/metrics` answered so far.
@@ -266,7 +266,7 @@ fn dispatch(tx: &SyncSender<(TcpStream, String)>, stream: &TcpStream, head: Stri
 fn worker(rx: &Mutex<Receiver<(TcpStream, String)>>, published: &Published) {
     loop {
         let (stream, head) = {
-            let rx = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let rx = rx.lock().unwrap_or_else(PoisonError::into_inner);
             match rx.recv() {
                 Ok(s) => s,
                 Err(_) => return,
@@ -339,7 +339,7 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
                 &published
                     .exposition
                     .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    .unwrap_or_else(PoisonError::into_inner),
             );
             published.scrapes.fetch_add(1, Ordering::Relaxed);
             Some((

@@ -4,6 +4,7 @@
 //! root the RAPL sources are opened under.
 
 use std::io;
+use std::num::NonZero;
 use std::time::Instant;
 
 /// CPU time (s), voluntary and involuntary switches of an rusage.
@@ -140,7 +141,7 @@ impl IdleSnapshot {
             }
             _ => None,
         };
-        let ncpu = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
+        let ncpu = std::thread::available_parallelism().map_or(1, NonZero::get) as f64;
         let wall_us = now.at.duration_since(self.at).as_secs_f64() * 1e6 * ncpu;
         let cs: Vec<String> = now
             .cstates

@@ -172,7 +172,7 @@ fn pick_sans_serif(db: &fontdb::Database) -> Option<String> {
             db.faces()
                 .any(|f| f.families.iter().any(|(name, _)| name == *want))
         })
-        .map(std::string::ToString::to_string)
+        .map(ToString::to_string)
         .or_else(|| db.faces().filter(|f| !f.monospaced).find_map(family))
         .or_else(|| db.faces().find_map(family))
 }

@@ -84,9 +84,7 @@ pub const CSV_COLUMNS: [&str; 21] = [
 ];
 
 fn opt<T: fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map(std::string::ToString::to_string)
-        .unwrap_or_default()
+    v.as_ref().map(ToString::to_string).unwrap_or_default()
 }
 
 impl RunRecord {

@@ -12,6 +12,7 @@ use quietwatt::root::SysRoot;
 use quietwatt_stats::fit::Fit;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::num::NonZero;
 use std::path::Path;
 
 /// The version of the file's layout; a reader refuses others.
@@ -199,7 +200,7 @@ impl Model {
         // /proc/cpuinfo of the real machine: an emulator's --root describes the
         // emulated CPU, not the one the scenarios ran on.
         let cpu = CpuInfo::read(&SysRoot::default()).or_else(|_| CpuInfo::read(root));
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let cpus = std::thread::available_parallelism().map_or(1, NonZero::get);
         Model {
             format: FORMAT,
             quietwatt_version: format!("quietwatt {}", env!("CARGO_PKG_VERSION")),
@@ -209,7 +210,7 @@ impl Model {
             machine: Machine {
                 cpu_model: cpu
                     .as_ref()
-                    .map(std::string::ToString::to_string)
+                    .map(ToString::to_string)
                     .unwrap_or_else(|e| format!("unknown ({e})")),
                 cpus,
                 page_size_bytes: super::page_size(),

@@ -6,7 +6,7 @@ use crate::errors::{bad_argument, raise};
 use pyo3::prelude::*;
 use quietwatt::Domain;
 use quietwatt_emulator::{EmulatorConfig, Fault, Mechanism, Trace, Vendor};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// A mounted emulator and the temporary directory it is mounted at.
@@ -60,10 +60,7 @@ impl Emulator {
         py: Python<'_>,
         f: impl FnOnce(&quietwatt_emulator::Emulator) -> PyResult<T>,
     ) -> PyResult<T> {
-        let guard = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         match guard.as_ref() {
             Some(m) => f(&m.emulator),
             None => Err(bad_argument(
@@ -307,7 +304,7 @@ impl Emulator {
         let taken = self
             .inner
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(m) = taken {
             py.detach(|| m.unmount())
@@ -399,7 +396,7 @@ impl BuiltInEmulator {
         let taken = self
             .inner
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
         py.detach(|| BuiltInEmulator::close(taken))
             .map_err(|e| emulator_error(py, e))

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use quietwatt::source::Source;
 use quietwatt::{Domain, Hertz, Mechanism, Report, Selection, SessionConfig, SysRoot};
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, RwLock};
+use std::sync::{LazyLock, Mutex, PoisonError, RwLock};
 
 /// What a reused source is kept under: root, mechanism asked for, domains asked for.
 type Key = (String, Option<String>, Option<Vec<String>>);
@@ -18,8 +18,7 @@ static KEPT: LazyLock<Mutex<HashMap<Key, Box<dyn Source>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn kept() -> std::sync::MutexGuard<'static, HashMap<Key, Box<dyn Source>>> {
-    KEPT.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    KEPT.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Closes the counters kept for reuse under `root` (an emulator about to be
@@ -122,10 +121,7 @@ impl Session {
         f: impl FnOnce(&quietwatt::Session) -> quietwatt::Result<T> + Send,
     ) -> PyResult<T> {
         let out = py.detach(|| {
-            let guard = self
-                .inner
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
             guard.as_ref().map(f)
         });
         match out {
@@ -246,10 +242,7 @@ impl Session {
     /// stopped: what a share's context switches are placed against.
     #[getter]
     fn span(&self) -> Option<(u64, u64)> {
-        *self
-            .span
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self.span.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether the session still runs.
@@ -264,7 +257,7 @@ impl Session {
         let taken = py.detach(|| {
             self.inner
                 .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(PoisonError::into_inner)
                 .take()
         });
         let Some(s) = taken else {
@@ -272,10 +265,7 @@ impl Session {
         };
         let channels = s.channels().len();
         let keep_span = |r: &Report| {
-            *self
-                .span
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = r.span_ns;
+            *self.span.lock().unwrap_or_else(PoisonError::into_inner) = r.span_ns;
         };
         if let Some(key) = &self.reuse {
             let (report, source) = py.detach(|| s.stop_reusable()).py(py)?;

@@ -4,7 +4,7 @@
 
 use crate::errors::{bad_argument, raise};
 use pyo3::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 /// The share being measured over a block.
 #[pyclass(module = "quietwatt._quietwatt", frozen)]
@@ -92,7 +92,7 @@ impl Share {
         let taken = self
             .inner
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
         let Some(share) = taken else {
             return Err(bad_argument(py, "this share is already finished"));

@@ -101,7 +101,7 @@ impl RunDocument {
             emulated,
             rate: rate.into(),
             overhead: m.overhead.clone(),
-            error: m.error.as_ref().map(std::string::ToString::to_string),
+            error: m.error.as_ref().map(ToString::to_string),
             notes: None,
             kernel: m.kernel.clone(),
             extra: (),

@@ -16,7 +16,7 @@ use quietwatt::{Hertz, Mechanism, Meter, Rate, SysRoot};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One test at a time: they all sample CPU 0 at 1 kHz, and two at once on a 2-vCPU
@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[path = "support/busy.rs"]

@@ -11,7 +11,7 @@ use quietwatt::source::{Channel, Mode, Reading, Source};
 use quietwatt::{Hertz, Mechanism, Meter, Rate, Session, SessionConfig, SysRoot};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 mod support;
@@ -48,10 +48,7 @@ impl Source for Spy {
         f: &mut dyn FnMut(&Reading<'_>),
     ) -> quietwatt::error::SourceResult<()> {
         // Uncontended (the test reads it after the recording): no allocation.
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         self.inner.drain(last, &mut |r| {
             if seen.len() < seen.capacity() {
                 seen.push(allocations());
@@ -100,9 +97,7 @@ fn mechanisms() -> &'static [Mechanism] {
 /// itself, since nobody reads the session), allocates nothing.
 #[test]
 fn a_buffered_sessions_drains_allocate_nothing() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let hz = |f| Hertz::new(f).expect("valid");
     let stop = Arc::new(AtomicBool::new(false));
     let busy = busy_cpu0(stop.clone());
@@ -122,20 +117,13 @@ fn a_buffered_sessions_drains_allocate_nothing() {
         session.begin_window("w").unwrap();
         // Six drains' worth, however long they take to come.
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        while seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
-            < 3000
-        {
+        while seen.lock().unwrap_or_else(PoisonError::into_inner).len() < 3000 {
             assert!(std::time::Instant::now() < deadline, "{m}: too few samples");
             std::thread::sleep(Duration::from_millis(100));
         }
         let report = session.stop().unwrap();
         let k = report.kernel.as_ref().expect("the kernel side's figures");
-        let seen = seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
         let n = seen.len();
         assert!(n > 3000 && k.drains >= 4, "{m}: {n} samples, {k:?}");
         let (first, last) = (seen[10], seen[n - 2]);
@@ -152,9 +140,7 @@ fn a_buffered_sessions_drains_allocate_nothing() {
 
 #[test]
 fn draining_allocates_nothing_per_sample() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let hz = |f| Hertz::new(f).expect("valid");
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let busy = busy_cpu0(stop.clone());
@@ -194,9 +180,7 @@ fn draining_allocates_nothing_per_sample() {
             .expect("a buffered source's kernel figures");
         // Several drains' worth of samples; the last record follows the final
         // reading's set-up and is left out.
-        let seen = seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
         let n = seen.len();
         assert!(n > 2000 && k.drains >= 4, "{m}: {n} samples, {k:?}");
         let (first, last) = (seen[10], seen[n - 2]);

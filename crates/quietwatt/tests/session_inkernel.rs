@@ -10,7 +10,7 @@
 use quietwatt::inkernel::{open_specs, stand_in_specs, KernelSource, Opened};
 use quietwatt::source::Mode;
 use quietwatt::{Hertz, Mechanism, SampleRow, Session, SessionConfig};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One test at a time: they sample CPU 0 at 1 kHz, and two at once on a 2-vCPU
@@ -55,9 +55,7 @@ fn mechanisms() -> &'static [Mechanism] {
 /// thousand times.
 #[test]
 fn a_background_session_drains_the_kernel_about_once_a_second_and_covers_it_exactly() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let _tick = busy_cpu0();
     for &m in mechanisms() {
         let s = Session::start_on(Box::new(open(m)), SessionConfig::default()).unwrap();

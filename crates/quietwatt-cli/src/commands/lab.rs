@@ -9,6 +9,7 @@ use quietwatt_lab::experiment::{
 };
 use quietwatt_lab::latency::{self, LatencyConfig, LatencyReport};
 use quietwatt_lab::workload::{self, Kind};
+use std::num::NonZero;
 use std::process::ExitCode;
 
 /// Arguments of `bench latency`.
@@ -158,7 +159,7 @@ pub struct WorkloadArgs {
 
 /// Every CPU this process may use, the default thread count of the workloads.
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    std::thread::available_parallelism().map_or(1, NonZero::get)
 }
 
 /// Runs one built-in workload and prints its own solve time (not the process's),

@@ -4,7 +4,7 @@
 //! CAP_PERFMON); fails, never skips, without it.
 
 use std::process::{Command, Output};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 /// One at a time: each samples CPU 0 at 1 kHz.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -35,9 +35,7 @@ fn json(out: &Output) -> serde_json::Value {
 
 #[test]
 fn record_through_both_in_kernel_mechanisms_writes_one_row_per_sample_and_domain() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let _tick = busy_cpu0();
     let dir = tempfile::tempdir().unwrap();
     for m in ["ebpf", "perf-ring"] {
@@ -90,9 +88,7 @@ fn record_through_both_in_kernel_mechanisms_writes_one_row_per_sample_and_domain
 
 #[test]
 fn run_measures_the_command_through_ebpf_and_perf_ring() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let _tick = busy_cpu0();
     for m in ["ebpf", "perf-ring"] {
         let out = quietwatt(&[
@@ -154,9 +150,7 @@ fn in_kernel_mechanisms_refuse_an_adaptive_rate_and_a_bad_drain_rate() {
 
 #[test]
 fn doctor_explains_the_in_kernel_mechanisms() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let out = quietwatt(&["doctor", "--json"]);
     let v = json(&out);
     let all = v

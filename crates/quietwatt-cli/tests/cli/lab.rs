@@ -115,7 +115,7 @@ fn overhead_args(out: &std::path::Path) -> Vec<String> {
         "20",
     ]
     .iter()
-    .map(std::string::ToString::to_string)
+    .map(ToString::to_string)
     .collect()
 }
 
@@ -165,7 +165,7 @@ fn a_tiny_plan_runs_interleaved_resumes_after_a_kill_and_reports() {
 
     // Second session: resumes.
     let args = overhead_args(&out);
-    let args: Vec<&str> = args.iter().map(std::string::String::as_str).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = quietwatt(dir.path(), &args);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("resuming"), "{}", stderr(&o));

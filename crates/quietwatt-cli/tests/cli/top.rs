@@ -3,6 +3,7 @@
 //! BPF), a kernel with BTF and tmux; fails loudly without them.
 
 use crate::common;
+use std::num::NonZero;
 
 use quietwatt_emulator::{EmulatorConfig, LoadFollowing};
 use std::process::Command;
@@ -42,7 +43,7 @@ impl Drop for Session {
 
 #[test]
 fn top_lists_a_busy_process_switches_to_cgroups_and_quits() {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u32;
+    let cpus = std::thread::available_parallelism().map_or(1, NonZero::get) as u32;
     let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
     config.power.follow = Some(LoadFollowing::new(10.0, 5.0));
     (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
@@ -110,7 +111,7 @@ fn top_lists_a_busy_process_switches_to_cgroups_and_quits() {
 /// is read, nothing waits for one.
 #[test]
 fn top_without_a_terminal_stops_after_its_iterations() {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u32;
+    let cpus = std::thread::available_parallelism().map_or(1, NonZero::get) as u32;
     let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus);
     config.power.follow = Some(LoadFollowing::new(10.0, 5.0));
     (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);

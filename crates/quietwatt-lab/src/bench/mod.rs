@@ -24,6 +24,7 @@ use quietwatt::sampler::{self, Setup};
 use quietwatt::source::Source;
 use quietwatt::ticker::Hertz;
 use serde::Serialize;
+use std::num::NonZero;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -304,7 +305,7 @@ pub fn sampler(
         variants,
         targets,
         loadavg: [load_before, loadavg()],
-        cpus: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        cpus: std::thread::available_parallelism().map_or(0, NonZero::get),
         notes,
     })
 }

@@ -253,7 +253,7 @@ mod tests {
 
     fn panic_message(p: Box<dyn Any + Send>) -> String {
         p.downcast_ref::<&str>()
-            .map(std::string::ToString::to_string)
+            .map(ToString::to_string)
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_default()
     }

@@ -39,7 +39,7 @@ use crate::ticker::{monotonic_ns, period_ns, Hertz, Pacer, TimerFd};
 use quietwatt_sys::thread::{NotReady, Ready, Worker};
 use rtrb::{Consumer, Producer, RingBuffer};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
 use std::time::Duration;
 
@@ -104,9 +104,7 @@ impl Shared {
     /// The state, even after a panic while it was held: every update leaves it
     /// consistent (a reading is accounted whole or not at all by each meter).
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The state with every reading the sampler has pushed so far accounted.

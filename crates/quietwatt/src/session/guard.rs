@@ -10,7 +10,7 @@ use super::engine::Shared;
 use crate::meter::monotonic_ns;
 use crate::source::Source;
 use quietwatt_sys::thread::{Ready, Worker};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The polled source a session and its guard share.
@@ -40,19 +40,15 @@ impl Guard {
             let mut raw = vec![0u64; channels];
             let (lock, cv) = &*flag;
             loop {
-                let stopped = lock
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
                 let (stopped, _) = cv
                     .wait_timeout_while(stopped, period, |s| !*s)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    .unwrap_or_else(PoisonError::into_inner);
                 if *stopped {
                     return;
                 }
                 drop(stopped);
-                let mut src = source
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut src = source.lock().unwrap_or_else(PoisonError::into_inner);
                 let t = monotonic_ns();
                 let read = src.read(&mut raw).map_err(crate::Error::from);
                 drop(src);
@@ -79,9 +75,7 @@ impl Drop for Guard {
     /// Sets the flag and wakes the thread; the worker, dropped next, joins it.
     fn drop(&mut self) {
         let (lock, cv) = &*self.stop;
-        *lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
         cv.notify_all();
     }
 }

@@ -57,7 +57,7 @@ use engine::{SamplerEnd, Shared, State};
 use guard::{Guard, Polled};
 use quietwatt_sys::thread::Worker;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// The environment variable [`SessionConfig::from_env`] takes the root from.
@@ -480,9 +480,7 @@ impl Session {
         let Some(source) = &self.polled else {
             return Ok(());
         };
-        let mut source = source
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut source = source.lock().unwrap_or_else(PoisonError::into_inner);
         let mut raw = vec![0u64; self.channels.len()];
         let t = monotonic_ns();
         source.read(&mut raw)?;

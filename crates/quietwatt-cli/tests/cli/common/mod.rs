@@ -4,6 +4,7 @@
 
 use quietwatt::Domain;
 use quietwatt_emulator::{Emulator, EmulatorConfig, Mechanism as Served};
+use std::num::NonZero;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -83,7 +84,7 @@ pub const FOLLOW_W_PER_CPU: f64 = 5.0;
 
 /// This machine's CPUs.
 pub fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    std::thread::available_parallelism().map_or(1, NonZero::get)
 }
 
 /// How far an entity's attributed dynamic energy may be from its truth
