@@ -271,12 +271,15 @@ mod tests {
         let s = Arc::clone(&stop);
         let (w, name) = Worker::start("qw-test-ready", move |ready: Ready<String, ()>| {
             ready.ok(std::thread::current().name().unwrap_or("").to_string());
+            // At least one turn, however early the stop comes: it runs until stopped.
             let mut turns = 0u64;
-            while !s.load(Ordering::Acquire) {
+            loop {
                 turns += 1;
+                if s.load(Ordering::Acquire) {
+                    break turns;
+                }
                 std::thread::park();
             }
-            turns
         })
         .unwrap_or_else(|_| panic!("started"));
         assert_eq!(name, "qw-test-ready");

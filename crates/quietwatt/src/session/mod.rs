@@ -598,6 +598,9 @@ mod tests {
         reads: Arc<AtomicU64>,
         /// Reads still to refuse with EBUSY (a transient error).
         busy: Arc<AtomicU64>,
+        /// The microseconds of the first and the last reading: the truth between
+        /// them, whenever the host delayed a read after its timestamp.
+        span: Arc<(AtomicU64, AtomicU64)>,
     }
 
     impl Clockwork {
@@ -613,6 +616,7 @@ mod tests {
                 channels: vec![channel(Domain::Package), channel(Domain::Dram)],
                 reads,
                 busy: Arc::new(AtomicU64::new(0)),
+                span: Arc::new((AtomicU64::new(u64::MAX), AtomicU64::new(0))),
             }
         }
     }
@@ -639,6 +643,8 @@ mod tests {
             let us = monotonic_ns() / 1000;
             out[0] = us;
             out[1] = 2 * us;
+            self.span.0.fetch_min(us, Ordering::Relaxed);
+            self.span.1.store(us, Ordering::Relaxed);
             self.reads.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
@@ -666,11 +672,10 @@ mod tests {
         let reads = Arc::new(AtomicU64::new(0));
         let rate = Hertz::new(1000.0).unwrap();
         let ring = engine::ring_records(Mode::Polled, rate) as u64;
-        let s = Session::start_on(
-            Box::new(Clockwork::new(reads.clone())),
-            SessionConfig::default().rate(rate),
-        )
-        .unwrap();
+        let clockwork = Clockwork::new(reads.clone());
+        let span = Arc::clone(&clockwork.span);
+        let s =
+            Session::start_on(Box::new(clockwork), SessionConfig::default().rate(rate)).unwrap();
         until_reads(&reads, 0, 3 * ring);
         let stats = s.sample_stats().unwrap();
         assert_eq!(stats.merged, 0, "{stats:?}");
@@ -699,8 +704,9 @@ mod tests {
         // Every reading is a row or merged into one.
         assert_eq!(rows.len() as u64 + stats.merged, o.samples);
         // The rows add up to the report, whose energy is the clock's: 1 W and 2 W
-        // over the session's duration, to the microjoule quantum.
-        let d = r.energy.duration_s;
+        // between the first and the last reading (as the counters saw them: the
+        // host may delay a read after its timestamp), to the microjoule quantum.
+        let d = (span.1.load(Ordering::Relaxed) - span.0.load(Ordering::Relaxed)) as f64 / 1e6;
         for (i, watts) in [(0, 1.0), (1, 2.0)] {
             let sum: f64 = rows.iter().map(|row| row.energy_j[i].0).sum();
             let e = r.energy.domains[i].energy_j.0;
