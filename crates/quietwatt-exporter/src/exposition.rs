@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `energy_joules_total` | counter | `socket`, `domain`, `mechanism` (`die` on multi-die parts; `emulated="true"` when read from the emulator) |
 //! | `counter_resets_total` | counter | `socket`, `domain` (`die`) |
+//! | `counter_ambiguous_decreases_total` | counter | `socket`, `domain` (`die`) |
 //! | `up` | gauge | `socket`, `domain` (`die`) |
 //! | `samples_total` | counter | none |
 //! | `missed_deadlines_total` | counter | none |
@@ -109,8 +110,13 @@ pub struct DomainSeries {
     pub mechanism: &'static str,
     /// Corrected energy since the exporter started, joules (never decreasing).
     pub energy_j: f64,
-    /// Resets, steps back and jumps of the counter that the energy absorbed.
+    /// Resets, steps back and jumps of the counter that the energy absorbed (and
+    /// restarts after a failure): intervals whose energy was lost.
     pub resets: u64,
+    /// Decreases that one wrap and a restart explained equally well (a reading
+    /// late against a small counter's range), counted as the wrap: no energy lost,
+    /// but each may have added up to the counter's range. Not resets.
+    pub ambiguous: u64,
     /// Whether the counter is still read; a failed one keeps its last energy.
     pub up: bool,
 }
@@ -131,7 +137,8 @@ impl DomainSeries {
                 domain: d.domain,
                 mechanism,
                 energy_j: d.energy_j.0,
-                resets: d.anomalies,
+                resets: d.anomalies - d.ambiguous,
+                ambiguous: d.ambiguous,
                 up: true,
             })
             .collect()
@@ -426,6 +433,20 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
     }
 
     f.header(
+        "quietwatt_counter_ambiguous_decreases",
+        "counter",
+        None,
+        "Decreases of a RAPL counter that one wrap and a restart explain equally well (read late against its range): counted as a wrap, so the energy may be high by up to the range each.",
+    );
+    for d in &e.domains {
+        f.sample(
+            "quietwatt_counter_ambiguous_decreases_total",
+            &domain_labels(d),
+            &d.ambiguous.to_string(),
+        );
+    }
+
+    f.header(
         "quietwatt_up",
         "gauge",
         None,
@@ -499,6 +520,7 @@ mod tests {
                     mechanism: "powercap",
                     energy_j: 12.345678,
                     resets: 1,
+                    ambiguous: 2,
                     up: true,
                 },
                 DomainSeries {
@@ -508,6 +530,7 @@ mod tests {
                     mechanism: "powercap",
                     energy_j: 3.0,
                     resets: 0,
+                    ambiguous: 0,
                     up: false,
                 },
             ],

@@ -226,13 +226,14 @@ pub(crate) fn open_slots(
         .collect()
 }
 
-/// The series of one session's counters as exported: the energy and resets of
+/// The series of one session's counters as exported: the energy and counts of
 /// its earlier sessions (before a failure) added to the current one's, so that an
 /// exported counter never goes back.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Continuity {
-    /// Per channel: energy (joules) and resets of the sessions before this one.
-    base: Vec<(f64, u64)>,
+    /// Per channel: energy (joules), resets and ambiguous decreases of the
+    /// sessions before this one.
+    base: Vec<(f64, u64, u64)>,
     /// The last series published (kept, marked down, after a failure).
     last: Vec<DomainSeries>,
 }
@@ -241,7 +242,7 @@ impl Continuity {
     /// Counting from zero over `channels` counters.
     pub fn new(channels: usize) -> Continuity {
         Continuity {
-            base: vec![(0.0, 0); channels],
+            base: vec![(0.0, 0, 0); channels],
             last: Vec::new(),
         }
     }
@@ -249,9 +250,10 @@ impl Continuity {
     /// The current session's series (a snapshot's, [`DomainSeries::of_report`]):
     /// the earlier sessions' energy and resets added, kept as the last.
     pub fn reading(&mut self, mut series: Vec<DomainSeries>) {
-        for (s, (e, r)) in series.iter_mut().zip(&self.base) {
+        for (s, (e, r, a)) in series.iter_mut().zip(&self.base) {
             s.energy_j += e;
             s.resets += r;
+            s.ambiguous += a;
         }
         self.last = series;
     }
@@ -261,7 +263,7 @@ impl Continuity {
     /// lost), and the gap counts as a reset.
     pub fn restart(&mut self) {
         for (b, l) in self.base.iter_mut().zip(&self.last) {
-            *b = (l.energy_j, l.resets + 1);
+            *b = (l.energy_j, l.resets + 1, l.ambiguous);
         }
     }
 
@@ -314,7 +316,7 @@ impl Slot {
 mod tests {
     use super::*;
 
-    fn series(energy_j: f64, resets: u64) -> DomainSeries {
+    fn series(energy_j: f64, resets: u64, ambiguous: u64) -> DomainSeries {
         DomainSeries {
             socket: 0,
             die: None,
@@ -322,6 +324,7 @@ mod tests {
             mechanism: "powercap",
             energy_j,
             resets,
+            ambiguous,
             up: true,
         }
     }
@@ -329,20 +332,24 @@ mod tests {
     #[test]
     fn a_restarted_counter_goes_on_from_its_last_value_with_one_more_reset() {
         let mut c = Continuity::new(1);
-        c.reading(vec![series(5.0, 0)]);
-        c.reading(vec![series(7.5, 1)]);
+        c.reading(vec![series(5.0, 0, 0)]);
+        c.reading(vec![series(7.5, 1, 2)]);
         assert_eq!(c.last(false).next().unwrap().energy_j, 7.5);
         assert!(!c.last(false).next().unwrap().up);
         c.restart();
         // The new session counts from zero again.
-        c.reading(vec![series(0.25, 0)]);
+        c.reading(vec![series(0.25, 0, 1)]);
         let s = c.last(true).next().unwrap();
-        assert_eq!((s.energy_j, s.resets, s.up), (7.75, 2, true));
+        // A restart is a reset; the ambiguous decreases go on from their count.
+        assert_eq!(
+            (s.energy_j, s.resets, s.ambiguous, s.up),
+            (7.75, 2, 3, true)
+        );
         // Two failures in a row without a reading in between still never go back.
         c.restart();
         c.restart();
-        c.reading(vec![series(0.0, 0)]);
+        c.reading(vec![series(0.0, 0, 0)]);
         let s = c.last(true).next().unwrap();
-        assert_eq!((s.energy_j, s.resets), (7.75, 3));
+        assert_eq!((s.energy_j, s.resets, s.ambiguous), (7.75, 3, 3));
     }
 }

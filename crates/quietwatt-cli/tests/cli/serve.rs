@@ -250,6 +250,7 @@ fn the_text_format_parses_and_package_energy_matches_what_was_served() {
         for family in [
             "quietwatt_energy_joules_total",
             "quietwatt_counter_resets_total",
+            "quietwatt_counter_ambiguous_decreases_total",
             "quietwatt_up",
             "quietwatt_samples_total",
             "quietwatt_missed_deadlines_total",

@@ -317,6 +317,8 @@ pub struct Counter {
     total: u128,
     wraps: u64,
     anomalies: u64,
+    /// Of `anomalies`, the ambiguous decreases (counted as wraps).
+    ambiguous: u64,
     /// Time covered by intervals whose energy was not (fully) counted.
     lost_ns: u64,
     /// Steps counted on ambiguous decreases beyond what a restart would have left:
@@ -356,6 +358,7 @@ impl Counter {
             total: 0,
             wraps: 0,
             anomalies: 0,
+            ambiguous: 0,
             lost_ns: 0,
             ambiguity: 0,
             withheld: 0,
@@ -410,6 +413,7 @@ impl Counter {
             // Counted as the wrap it may be; a restart would have left `raw`.
             StepKind::Ambiguous => {
                 self.anomalies += 1;
+                self.ambiguous += 1;
                 self.ambiguity += steps.saturating_sub(raw) as u128;
             }
             k if k.is_anomaly() => {
@@ -470,6 +474,13 @@ impl Counter {
     /// Resets, backward steps and jumps seen so far.
     pub fn anomalies(&self) -> u64 {
         self.anomalies
+    }
+
+    /// Of [`Counter::anomalies`], the decreases that a wrap and a restart explained
+    /// equally well ([`StepKind::Ambiguous`]): counted as wraps, so no energy was
+    /// dropped for them, unlike a reset, a step back or a jump.
+    pub fn ambiguous(&self) -> u64 {
+        self.ambiguous
     }
 
     /// How much the count may exceed the truth through ambiguous decreases (each

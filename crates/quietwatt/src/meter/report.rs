@@ -34,8 +34,13 @@ pub struct DomainEnergy {
     pub update_interval_s: f64,
     /// How many times the counter wrapped (corrected).
     pub wraps: u64,
-    /// Resets, steps back and jumps of the counter (see `counter_events`).
+    /// Resets, steps back, jumps and ambiguous decreases of the counter (see
+    /// `counter_events`).
     pub anomalies: u64,
+    /// Of `anomalies`, the decreases that one wrap and a restart explained equally
+    /// well (a reading late against a small counter's range): counted as the wrap,
+    /// so the energy may be high by up to the range each, never short.
+    pub ambiguous: u64,
 }
 
 /// A total with a finer resolution than psys, offered beside a psys total.
@@ -165,5 +170,6 @@ pub(super) fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> Dom
         update_interval_s: update,
         wraps: c.wraps(),
         anomalies: c.anomalies(),
+        ambiguous: c.ambiguous(),
     }
 }
