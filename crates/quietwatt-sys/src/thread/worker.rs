@@ -77,19 +77,72 @@ fn reraise<T>(r: Result<T, Box<dyn Any + Send>>) -> T {
     r.unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
+/// A thread's join handle, scoped or not: what [`Joining`] needs of it.
+trait Handle {
+    type Output;
+    fn thread(&self) -> &Thread;
+    fn join(self) -> std::thread::Result<Self::Output>;
+}
+
+impl<T> Handle for JoinHandle<T> {
+    type Output = T;
+    fn thread(&self) -> &Thread {
+        JoinHandle::thread(self)
+    }
+    fn join(self) -> std::thread::Result<T> {
+        JoinHandle::join(self)
+    }
+}
+
+impl<T> Handle for ScopedJoinHandle<'_, T> {
+    type Output = T;
+    fn thread(&self) -> &Thread {
+        ScopedJoinHandle::thread(self)
+    }
+    fn join(self) -> std::thread::Result<T> {
+        ScopedJoinHandle::join(self)
+    }
+}
+
+/// A handle joined once: by `try_join`, or on drop (a panic is then dropped).
+/// What [`Worker`] and [`ScopedWorker`] share.
+struct Joining<H: Handle>(Option<H>);
+
+impl<H: Handle> Joining<H> {
+    fn thread(&self) -> &Thread {
+        self.0
+            .as_ref()
+            .expect("joined only by join or drop")
+            .thread()
+    }
+
+    fn name(&self) -> Option<&str> {
+        self.0.as_ref().and_then(|h| h.thread().name())
+    }
+
+    fn try_join(mut self) -> std::thread::Result<H::Output> {
+        self.0.take().expect("joined once").join()
+    }
+}
+
+impl<H: Handle> Drop for Joining<H> {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// A named thread that outlives its spawner's stack frame. Dropping it joins the
 /// thread (a panic in it is then dropped, not raised: [`Worker::join`] raises it).
 pub struct Worker<T> {
-    handle: Option<JoinHandle<T>>,
+    handle: Joining<JoinHandle<T>>,
 }
 
 impl<T> std::fmt::Debug for Worker<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
-            .field(
-                "name",
-                &self.handle.as_ref().and_then(|h| h.thread().name()),
-            )
+            .field("name", &self.handle.name())
             .finish_non_exhaustive()
     }
 }
@@ -118,7 +171,7 @@ impl<T: Send + 'static> Worker<T> {
             .spawn(move || body(ready))?;
         Ok((
             Worker {
-                handle: Some(handle),
+                handle: Joining(Some(handle)),
             },
             hs,
         ))
@@ -145,19 +198,18 @@ impl<T: Send + 'static> Worker<T> {
             }
         }
     }
+}
 
+impl<T> Worker<T> {
     /// The thread, to unpark it.
     pub fn thread(&self) -> &Thread {
-        self.handle
-            .as_ref()
-            .expect("joined only by join or drop")
-            .thread()
+        self.handle.thread()
     }
 
     /// Waits for the body's end: its result, or its panic as the error, for a
     /// caller that must not raise it (a `Drop`) or must join others first.
-    pub fn try_join(mut self) -> std::thread::Result<T> {
-        self.handle.take().expect("joined once").join()
+    pub fn try_join(self) -> std::thread::Result<T> {
+        self.handle.try_join()
     }
 
     /// Waits for the body's end and returns its result; a panic in it (in setup
@@ -167,27 +219,16 @@ impl<T: Send + 'static> Worker<T> {
     }
 }
 
-impl<T> Drop for Worker<T> {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 /// A named thread of a [`std::thread::scope`]: it may borrow from the spawner's
 /// frame. Dropping it joins the thread, as [`Worker`] does.
 pub struct ScopedWorker<'scope, T> {
-    handle: Option<ScopedJoinHandle<'scope, T>>,
+    handle: Joining<ScopedJoinHandle<'scope, T>>,
 }
 
 impl<T> std::fmt::Debug for ScopedWorker<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScopedWorker")
-            .field(
-                "name",
-                &self.handle.as_ref().and_then(|h| h.thread().name()),
-            )
+            .field("name", &self.handle.name())
             .finish_non_exhaustive()
     }
 }
@@ -210,7 +251,7 @@ impl<'scope, T: Send + 'scope> ScopedWorker<'scope, T> {
             .spawn_scoped(scope, move || body(ready))?;
         Ok((
             ScopedWorker {
-                handle: Some(handle),
+                handle: Joining(Some(handle)),
             },
             hs,
         ))
@@ -218,30 +259,19 @@ impl<'scope, T: Send + 'scope> ScopedWorker<'scope, T> {
 
     /// The thread, to unpark it.
     pub fn thread(&self) -> &Thread {
-        self.handle
-            .as_ref()
-            .expect("joined only by join or drop")
-            .thread()
+        self.handle.thread()
     }
 
     /// Waits for the body's end: its result, or its panic as the error, for a
     /// caller that must join other threads before raising it.
-    pub fn try_join(mut self) -> std::thread::Result<T> {
-        self.handle.take().expect("joined once").join()
+    pub fn try_join(self) -> std::thread::Result<T> {
+        self.handle.try_join()
     }
 
     /// Waits for the body's end and returns its result; a panic in it is raised
     /// again here.
     pub fn join(self) -> T {
         reraise(self.try_join())
-    }
-}
-
-impl<T> Drop for ScopedWorker<'_, T> {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
     }
 }
 
