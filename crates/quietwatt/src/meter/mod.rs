@@ -419,6 +419,13 @@ impl Meter {
         self.t.marks
     }
 
+    /// The last sample's steps and marks, as [`Meter::sample_marked`] returned them:
+    /// the sampling loop reads and pushes in two steps.
+    #[inline]
+    pub(crate) fn last_step(&self) -> (&[u64], Marks) {
+        (&self.t.deltas, self.t.marks)
+    }
+
     /// Like [`Meter::sample`], with each delta converted to joules into `out`.
     pub fn sample_joules(&mut self, out: &mut [Joules]) -> Result<u64> {
         let (t, _) = self.sample()?;

@@ -10,19 +10,28 @@
 //! that pass while it is busy are counted, and the next record's deltas cover them,
 //! so no energy is lost; when the ring is full the record is kept and the next
 //! tick's deltas are added to it, so no energy is lost either.
+//!
+//! The loops themselves, polled and buffered, are in the crate's own `tick`
+//! module, shared with a session's sampler: this file says what a recording's
+//! tick reads (the [`Meter`]), where it goes (the ring, waking the writer) and
+//! what else it does (the adaptive rate, the end of a set duration).
 
 use crate::adaptive::{Adaptive, DEFAULT_MAX_HZ, DEFAULT_MIN_HZ};
 use crate::counter::Marks;
 use crate::error::{Error, Result, SetupStep};
-use crate::meter::{monotonic_ns, Meter};
+use crate::meter::Meter;
 use crate::overhead::{SamplerCounts, ThreadUsage};
+use crate::retry::{Retrier, Tick};
 use crate::source::Mode;
-use crate::ticker::{period_ns, Hertz, InvalidFrequency, Pacer, TimerFd};
+use crate::ticker::{Hertz, InvalidFrequency, Pacer, TimerFd};
 use rtrb::Producer;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Thread;
+use tick::{Each, Sampling};
+
+pub(crate) mod tick;
 
 /// Counters one record holds: 8 sockets of 5 domains fit with room to spare.
 pub const MAX_CHANNELS: usize = 64;
@@ -364,7 +373,7 @@ pub(crate) fn run(
         })?;
         Ok((warnings, pacer))
     });
-    let pacer = match started {
+    let mut pacer = match started {
         Ok((warnings, pacer)) => {
             ready.ok(warnings);
             pacer
@@ -380,11 +389,9 @@ pub(crate) fn run(
     let half = ring.buffer().capacity() / 2;
     let words = HEADER_WORDS + meter.channels().len();
     let end_ns = setup.end_after_ns.map(|d| counts.first_ns + d);
-    let first_ns = counts.first_ns;
-    let mut s = Sampler {
+    let mut s = Recorder {
         meter,
         ring,
-        pacer,
         adaptive,
         control,
         writer,
@@ -394,20 +401,20 @@ pub(crate) fn run(
         half,
         words,
         flush_ns: setup.flush_every_ns.max(1),
-        last_writer_wake: first_ns,
-        counts,
+        last_writer_wake: counts.first_ns,
     };
     let error = match s.meter.mode() {
-        Mode::Polled => s.run(),
-        Mode::Buffered { freq, drain } => s.run_buffered(freq, drain),
+        Mode::Polled => tick::polled(&mut s, &mut pacer, &mut counts),
+        Mode::Buffered { freq, drain } => {
+            // The kernel's rate is the records' (a buffered source has no adaptive rate).
+            s.freq = freq;
+            tick::buffered(&mut s, freq, drain, &mut counts)
+        }
     };
-    s.counts.last_cpu = current_cpu();
+    counts.last_cpu = current_cpu();
     s.deliver_pending();
-    s.counts.usage = ThreadUsage::current().since(usage);
-    SamplerOutcome {
-        counts: s.counts,
-        error,
-    }
+    counts.usage = ThreadUsage::current().since(usage);
+    SamplerOutcome { counts, error }
 }
 
 /// Wakes the writer and marks the sampler done when the sampler thread ends,
@@ -520,10 +527,11 @@ fn pin(cpu: usize) -> Result<()> {
     })
 }
 
-struct Sampler<'a, 'm> {
+/// The recording's side of the sampling loops ([`tick`]): reads a [`Meter`] and
+/// pushes records of deltas into the writer's ring, waking the writer.
+struct Recorder<'a, 'm> {
     meter: &'m mut Meter,
     ring: Producer<u64>,
-    pacer: Pacer<'a>,
     adaptive: Option<Adaptive>,
     control: &'a Control<'a>,
     writer: Thread,
@@ -539,133 +547,87 @@ struct Sampler<'a, 'm> {
     flush_ns: u64,
     /// When it was last woken.
     last_writer_wake: u64,
-    counts: SamplerCounts,
 }
 
-impl Sampler<'_, '_> {
-    /// The hot loop. Returns the read error that ended it, if one did.
-    fn run(&mut self) -> Option<Error> {
-        let mut prev_t = self.counts.first_ns;
-        let mut retrier = crate::retry::Retrier::new(crate::retry::RetryPolicy::DEFAULT);
-        // Ticks skipped on transient read errors since the last sample: it spans them.
-        let mut skipped = 0;
-        loop {
-            let wake = self.pacer.wait();
-            let stopping = self.control.stopping();
-            if !stopping {
-                self.counts.lateness.record(wake.late_ns);
+impl Sampling for Recorder<'_, '_> {
+    #[inline]
+    fn stopping(&self) -> bool {
+        self.control.stopping()
+    }
+
+    #[inline]
+    fn ends(&self, now: u64) -> bool {
+        self.end_ns.is_some_and(|end| now >= end) || self.control.externally_stopped()
+    }
+
+    #[inline]
+    fn read(&mut self, retrier: &mut Retrier, counts: &mut SamplerCounts) -> Tick {
+        match self.meter.sample_marked_retrying(retrier, counts) {
+            Ok(Some((t, _, _))) => Tick::Read(t),
+            Ok(None) => Tick::Skipped,
+            Err(e) => Tick::Failed(e),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, t: u64, missed: u64, counts: &mut SamplerCounts) {
+        let (deltas, marks) = self.meter.last_step();
+        let head = header(t, t - counts.last_ns, missed, 0, self.freq.hz(), marks);
+        push(
+            &mut self.ring,
+            &mut self.pending,
+            counts,
+            self.words,
+            head,
+            deltas,
+        );
+        // The writer sleeps until woken: when a flush is due, or early when the
+        // ring is half full. Waking it from here, right after a tick, adds no
+        // timer of its own to the machine's wake-ups.
+        if t - self.last_writer_wake >= self.flush_ns || self.ring.slots() < self.half {
+            self.writer.unpark();
+            self.last_writer_wake = t;
+        }
+    }
+
+    #[inline]
+    fn pushed(&mut self, t: u64, pacer: &mut Pacer<'_>, counts: &mut SamplerCounts) {
+        if let Some(f) = self.adaptive.as_mut().and_then(|a| a.tick(t)) {
+            // A failed re-arm keeps the old rate, which still samples correctly.
+            if pacer.set_rate(f).is_ok() {
+                self.freq = f;
+                counts.rate_changes += 1;
             }
-            let read = self
-                .meter
-                .sample_marked_retrying(&mut retrier, &mut self.counts);
-            let (t, deltas, marks) = match read {
-                Ok(Some(x)) => x,
-                Ok(None) => {
-                    skipped += 1 + if stopping { 0 } else { wake.missed };
-                    if stopping
-                        || self.end_ns.is_some_and(|end| monotonic_ns() >= end)
-                        || self.control.externally_stopped()
-                    {
-                        // The run ends at the last good reading.
-                        self.counts.missed += skipped;
-                        return None;
-                    }
-                    continue;
-                }
-                Err(e) => return Some(e),
-            };
-            // A stop wakes the timer early: that wake-up is neither late nor a miss.
-            // Otherwise the misses are those before the wake-up and those that passed
-            // while this thread was held between the wake-up and the read (a SIGSTOP):
-            // this sample's energy and timestamp span both, so it reports both; and
-            // the ticks skipped on transient errors, which it spans too.
-            let missed = if stopping {
-                0
-            } else {
-                wake.missed + self.pacer.overdue(t)
-            } + std::mem::take(&mut skipped);
-            self.counts.missed += missed;
-            let head = header(t, t - prev_t, missed, 0, self.freq.hz(), marks);
-            push(
-                &mut self.ring,
-                &mut self.pending,
-                &mut self.counts,
-                self.words,
-                head,
-                deltas,
-            );
-            // The writer sleeps until woken: when a flush is due, or early when the
-            // ring is half full. Waking it from here, right after a tick, adds no
-            // timer of its own to the machine's wake-ups.
-            if t - self.last_writer_wake >= self.flush_ns || self.ring.slots() < self.half {
-                self.writer.unpark();
-                self.last_writer_wake = t;
-            }
-            (prev_t, self.counts.last_ns) = (t, t);
-            self.counts.samples += 1;
-            self.counts.wakes += 1;
-            if stopping
-                || self.end_ns.is_some_and(|end| t >= end)
-                || self.control.externally_stopped()
-            {
-                return None;
-            }
-            if let Some(f) = self.adaptive.as_mut().and_then(|a| a.tick(t)) {
-                self.set_rate(f);
+            // Re-arming discards a wake-up a stop may have just sent: send it again.
+            if self.control.stopping() {
+                self.control.stop();
             }
         }
     }
 
-    /// The loop for a [`Mode::Buffered`] source: wakes every drain period (or at
-    /// the end of the duration, or at once when stopped), hands each reading the
-    /// kernel queued through the meter and writes one record per reading into the
-    /// same ring. The last drain takes the last reading (see [`Source::drain`]).
-    /// Allocates nothing.
-    ///
-    /// [`Source::drain`]: crate::source::Source::drain
-    fn run_buffered(&mut self, freq: Hertz, drain: Hertz) -> Option<Error> {
-        let period = crate::source::inkernel::period_ns(freq);
-        let drain_ns = period_ns(drain);
-        let mut next = self.counts.first_ns + drain_ns;
-        let mut prev_t = self.counts.first_ns;
-        self.freq = freq;
-        loop {
-            let until = self.end_ns.map_or(next, |e| e.min(next));
-            match self.control.timer() {
-                // One-shot at the deadline; a stop after this arming wakes it, and
-                // one before is seen just below.
-                Some(t) => {
-                    if t.arm(until, 0).is_ok() && !self.control.stopping() {
-                        t.wait();
-                    }
-                }
-                None => std::thread::sleep(std::time::Duration::from_nanos(
-                    until.saturating_sub(monotonic_ns()),
-                )),
-            }
-            let now = monotonic_ns();
-            let last = self.control.stopping()
-                || self.control.externally_stopped()
-                || self.end_ns.is_some_and(|e| now >= e);
-            if now >= next {
-                // Drains slept through are skipped rather than run in a burst.
-                next += drain_ns * ((now - next) / drain_ns + 1);
-            }
-            let Sampler {
-                meter,
-                ring,
-                pending,
-                counts,
-                words,
-                writer,
-                half,
-                ..
-            } = self;
-            let hz = freq.hz();
-            let drained = meter.drain(last, &mut |t, deltas, marks, lost| {
-                let interval = t.saturating_sub(prev_t);
-                counts.lateness.record(interval.saturating_sub(period));
-                counts.missed += lost;
+    fn timer(&self) -> Option<&TimerFd> {
+        self.control.timer()
+    }
+
+    fn end_ns(&self) -> Option<u64> {
+        self.end_ns
+    }
+
+    /// One record per reading, into the same ring as a polled one's.
+    fn drain(&mut self, last: bool, each: &mut Each<'_>) -> Result<()> {
+        let Recorder {
+            meter,
+            ring,
+            pending,
+            words,
+            writer,
+            half,
+            freq,
+            ..
+        } = self;
+        let hz = freq.hz();
+        meter.drain(last, &mut |t, deltas, marks, lost| {
+            each.take(t, lost, |counts, interval| {
                 let head = header(t, interval, lost, 0, hz, marks);
                 // A drain hands a batch at once: wait for the writer rather than
                 // merge records when the ring is full (nothing here is late).
@@ -677,33 +639,17 @@ impl Sampler<'_, '_> {
                 if ring.slots() < *half {
                     writer.unpark();
                 }
-                (prev_t, counts.last_ns) = (t, t);
-                counts.samples += 1;
             });
-            self.counts.wakes += 1;
-            self.writer.unpark();
-            self.last_writer_wake = now;
-            if let Err(e) = drained {
-                return Some(e);
-            }
-            if last {
-                return None;
-            }
-        }
+        })
     }
 
-    fn set_rate(&mut self, f: Hertz) {
-        // A failed re-arm keeps the old rate, which still samples correctly.
-        if self.pacer.set_rate(f).is_ok() {
-            self.freq = f;
-            self.counts.rate_changes += 1;
-        }
-        // Re-arming discards a wake-up a stop may have just sent: send it again.
-        if self.control.stopping() {
-            self.control.stop();
-        }
+    fn drained(&mut self, now: u64) {
+        self.writer.unpark();
+        self.last_writer_wake = now;
     }
+}
 
+impl Recorder<'_, '_> {
     /// At the end, waits for room for a refused record: it holds energy. Gives up
     /// only when the writer is gone (it failed; its error says why).
     fn deliver_pending(&mut self) {

@@ -10,12 +10,13 @@
 //! The sampler thread owns the source and reads it, on the [`Pacer`] of every
 //! recording for a polled source, or once per drain period for a buffered one
 //! (ebpf, perf-ring: the kernel queues its readings and [`Source::drain`] hands them
-//! over, as the recording engine drives them). Each reading goes whole, raw, into
-//! a lock-free ring of fixed-size records; the correction (wraps, resets,
-//! plausibility) and the accounting into the session's meter, every open window's
-//! and the sample rows happen on the reader's side, when a caller asks for anything
-//! ([`Shared::folded`]). So the sampler takes no lock and allocates nothing per
-//! reading, and a caller sees every reading up to the last one pushed.
+//! over), in the very loops a recording runs ([`tick`]: this file says only what
+//! a tick reads, where it goes and when the session ends). Each reading goes
+//! whole, raw, into a lock-free ring of fixed-size records; the correction (wraps,
+//! resets, plausibility) and the accounting into the session's meter, every open
+//! window's and the sample rows happen on the reader's side, when a caller asks
+//! for anything ([`Shared::folded`]). So the sampler takes no lock and allocates
+//! nothing per reading, and a caller sees every reading up to the last one pushed.
 //!
 //! A session nobody reads (a `Monitor` left running for an hour) must not lose its
 //! rows to a full ring: when the ring is half full, the sampler folds it itself if
@@ -32,15 +33,16 @@ use super::samples::SampleRing;
 use crate::error::{Error, Result, SetupStep};
 use crate::meter::Meter;
 use crate::overhead::{SamplerCounts, ThreadUsage};
+use crate::retry::{Retrier, Tick};
+use crate::sampler::tick::{self, Each, Sampling};
 use crate::sampler::{self, Setup};
 use crate::source::inkernel::KernelSide;
 use crate::source::{Mode, Source};
-use crate::ticker::{monotonic_ns, period_ns, Hertz, Pacer, TimerFd};
+use crate::ticker::{Hertz, Pacer, TimerFd};
 use quietwatt_sys::thread::{NotReady, Ready, Worker};
 use rtrb::{Consumer, Producer, RingBuffer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
-use std::thread;
 use std::time::Duration;
 
 /// Words before the raw values in a record on the ring: the reading's time
@@ -356,11 +358,6 @@ pub(super) fn spawn(
             source,
             outbox,
             raw,
-            counts: SamplerCounts {
-                first_ns: setup.first_ns,
-                last_ns: setup.first_ns,
-                ..SamplerCounts::default()
-            },
         };
         s.run(freq, &setup, ready)
     });
@@ -389,13 +386,13 @@ pub(super) fn spawn(
     }
 }
 
-/// The sampler thread's state.
+/// The sampler thread's state: a session's side of the sampling loops
+/// ([`tick`]), which reads a [`Source`] raw into the [`Outbox`].
 struct Sampler<'s> {
     shared: &'s Shared,
     source: Box<dyn Source>,
     outbox: Outbox,
     raw: Vec<u64>,
-    counts: SamplerCounts,
 }
 
 impl Sampler<'_> {
@@ -407,8 +404,13 @@ impl Sampler<'_> {
         sampler::block_stop_signals();
         let usage = ThreadUsage::current();
         let shared = self.shared;
+        let mut counts = SamplerCounts {
+            first_ns: setup.first_ns,
+            last_ns: setup.first_ns,
+            ..SamplerCounts::default()
+        };
         let started = match &shared.timer {
-            Some(_) => sampler::prepare(setup, &mut self.counts),
+            Some(_) => sampler::prepare(setup, &mut counts),
             None => Err(Error::Setup {
                 step: SetupStep::Timer,
                 source: std::io::Error::other("the session has no timer"),
@@ -418,16 +420,16 @@ impl Sampler<'_> {
             (Err(e), _) => {
                 ready.fail(e);
                 return SamplerEnd {
-                    counts: std::mem::take(&mut self.counts),
+                    counts,
                     kernel: None,
                 };
             }
             (Ok(w), Mode::Polled) => {
                 let timer = shared.timer.as_ref();
                 match Pacer::start(timer, setup.first_ns, freq) {
-                    Ok(pacer) => {
+                    Ok(mut pacer) => {
                         ready.ok(w);
-                        self.polled(pacer)
+                        tick::polled(self, &mut pacer, &mut counts)
                     }
                     Err(source) => {
                         ready.fail(Error::Setup {
@@ -435,7 +437,7 @@ impl Sampler<'_> {
                             source,
                         });
                         return SamplerEnd {
-                            counts: std::mem::take(&mut self.counts),
+                            counts,
                             kernel: None,
                         };
                     }
@@ -443,11 +445,11 @@ impl Sampler<'_> {
             }
             (Ok(w), Mode::Buffered { freq, drain }) => {
                 ready.ok(w);
-                self.buffered(freq, drain)
+                tick::buffered(self, freq, drain, &mut counts)
             }
         };
-        self.counts.last_cpu = sampler::current_cpu();
-        self.counts.usage = ThreadUsage::current().since(usage);
+        counts.last_cpu = sampler::current_cpu();
+        counts.usage = ThreadUsage::current().since(usage);
         // The end, once: what is still in the ring, then the reading held back,
         // then the error that ended the loop, so that the report stops at the
         // last good reading.
@@ -464,107 +466,51 @@ impl Sampler<'_> {
         }
         drop(st);
         SamplerEnd {
-            counts: std::mem::take(&mut self.counts),
+            counts,
             kernel: self.source.kernel_side(),
         }
     }
+}
 
-    /// One read per tick until stopped; returns the read error that ended it.
-    /// The hot loop: a timerfd read, the source's reads, a copy into the ring; no
-    /// allocation, no lock.
-    fn polled(&mut self, mut pacer: Pacer<'_>) -> Option<Error> {
-        let shared = self.shared;
-        let mut retrier = crate::retry::Retrier::new(crate::retry::RetryPolicy::DEFAULT);
-        // Ticks skipped on transient read errors since the last sample: it spans them.
-        let mut skipped = 0;
-        loop {
-            let wake = pacer.wait();
-            // A stop wakes the timer early: that wake-up is neither late nor a miss.
-            let stopping = shared.stop.load(Ordering::Acquire);
-            if !stopping {
-                self.counts.lateness.record(wake.late_ns);
-            }
-            let (source, raw) = (&mut self.source, &mut self.raw);
-            let t = match retrier.read(&mut self.counts, || Ok(source.read(raw)?)) {
-                crate::retry::Tick::Read(t) => t,
-                // No sample: the next one spans this tick (see `crate::retry`).
-                crate::retry::Tick::Skipped => {
-                    skipped += 1 + if stopping { 0 } else { wake.missed };
-                    if stopping || shared.failed.load(Ordering::Relaxed) {
-                        self.counts.missed += skipped;
-                        return None;
-                    }
-                    continue;
-                }
-                crate::retry::Tick::Failed(e) => return Some(e),
-            };
-            let missed = if stopping {
-                0
-            } else {
-                wake.missed + pacer.overdue(t)
-            } + std::mem::take(&mut skipped);
-            self.counts.missed += missed;
-            self.outbox
-                .push(t, missed, &self.raw, shared, &mut self.counts);
-            self.counts.samples += 1;
-            self.counts.wakes += 1;
-            self.counts.last_ns = t;
-            if stopping || shared.failed.load(Ordering::Relaxed) {
-                return None;
-            }
-        }
+/// Each reading goes whole and raw into the ring, polled (one read per tick) or
+/// buffered (each reading the kernel queued, one drain per drain period, the last
+/// drain taking the last reading from user space: [`Source::drain`]). Allocates
+/// nothing, locks nothing.
+impl Sampling for Sampler<'_> {
+    #[inline]
+    fn stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire)
     }
 
-    /// One drain per drain period (or at once when stopped) until stopped, the
-    /// last drain taking the last reading from user space ([`Source::drain`]);
-    /// returns the error that ended it. Each reading the kernel queued goes into
-    /// the ring as a polled one does. Allocates nothing, locks nothing.
-    fn buffered(&mut self, freq: Hertz, drain: Hertz) -> Option<Error> {
-        let shared = self.shared;
-        let period = crate::source::inkernel::period_ns(freq);
-        let drain_ns = period_ns(drain);
-        let mut next = self.counts.first_ns + drain_ns;
-        let mut prev_t = self.counts.first_ns;
-        loop {
-            match &shared.timer {
-                // One-shot at the deadline; a stop after this arming wakes it, and
-                // one before is seen just below.
-                Some(t) => {
-                    if t.arm(next, 0).is_ok() && !shared.stop.load(Ordering::Acquire) {
-                        t.wait();
-                    }
-                }
-                None => thread::sleep(Duration::from_nanos(next.saturating_sub(monotonic_ns()))),
-            }
-            let now = monotonic_ns();
-            let last = shared.stop.load(Ordering::Acquire) || shared.failed.load(Ordering::Relaxed);
-            if now >= next {
-                // Drains slept through are skipped rather than run in a burst.
-                next += drain_ns * ((now - next) / drain_ns + 1);
-            }
-            let Sampler {
-                source,
-                outbox,
-                counts,
-                ..
-            } = self;
-            let drained = source.drain(last, &mut |r| {
-                let interval = r.t_ns.saturating_sub(prev_t);
-                counts.lateness.record(interval.saturating_sub(period));
-                counts.missed += r.lost;
+    /// A reader met a reading it cannot account: nothing after it counts.
+    #[inline]
+    fn ends(&self, _now: u64) -> bool {
+        self.shared.failed.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn read(&mut self, retrier: &mut Retrier, counts: &mut SamplerCounts) -> Tick {
+        let (source, raw) = (&mut self.source, &mut self.raw);
+        retrier.read(counts, || Ok(source.read(raw)?))
+    }
+
+    #[inline]
+    fn push(&mut self, t: u64, missed: u64, counts: &mut SamplerCounts) {
+        self.outbox.push(t, missed, &self.raw, self.shared, counts);
+    }
+
+    fn timer(&self) -> Option<&TimerFd> {
+        self.shared.timer.as_ref()
+    }
+
+    fn drain(&mut self, last: bool, each: &mut Each<'_>) -> Result<()> {
+        let (outbox, shared) = (&mut self.outbox, self.shared);
+        self.source.drain(last, &mut |r| {
+            each.take(r.t_ns, r.lost, |counts, _| {
                 outbox.push(r.t_ns, r.lost, r.raw, shared, counts);
-                prev_t = r.t_ns;
-                counts.last_ns = r.t_ns;
-                counts.samples += 1;
             });
-            self.counts.wakes += 1;
-            if let Err(e) = drained {
-                return Some(e.into());
-            }
-            if last {
-                return None;
-            }
-        }
+        })?;
+        Ok(())
     }
 }
 
