@@ -9,7 +9,6 @@ use crate::domain::{Domain, DomainId};
 use crate::kernel_figures::KernelFigures;
 use crate::meter::{DomainEnergy, EnergyReport, Meter};
 use crate::overhead::Overhead;
-use crate::session::SampleStats;
 use crate::source::Mechanism;
 use crate::units::Joules;
 use crate::warning::Warning;
@@ -128,4 +127,25 @@ impl Measurement {
     pub fn warnings(&self) -> &[Warning] {
         &self.energy.warnings
     }
+}
+
+/// A session's sample buffer: what it holds and what it had to let go.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampleStats {
+    /// Rows the buffer holds at most.
+    pub capacity: usize,
+    /// Rows held now.
+    pub kept: usize,
+    /// Rows handed out by [`crate::Session::drain_samples`] so far.
+    pub drained: u64,
+    /// The oldest rows overwritten because the buffer was full and nobody drained it.
+    pub dropped: u64,
+    /// The energy of the dropped rows per channel: the reports still count it, so
+    /// the rows kept, the rows drained and this add up to the session's energy.
+    pub dropped_energy_j: Vec<Joules>,
+    /// Readings the sampler could not hand over because nobody read the session
+    /// while the ring between them was full: each went into the next row, whose
+    /// energy and interval cover it (rows coarser, energy whole). 0 unless the
+    /// session's lock was held for a long time.
+    pub merged: u64,
 }

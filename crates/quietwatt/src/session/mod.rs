@@ -39,7 +39,8 @@ mod engine;
 mod guard;
 mod samples;
 
-pub use samples::{SampleRow, SampleStats, DEFAULT_SAMPLES_KEPT};
+pub use crate::measurement::SampleStats;
+pub use samples::{SampleRow, DEFAULT_SAMPLES_KEPT};
 
 use crate::domain::DomainId;
 use crate::error::{Error, Result, SetupStep};
