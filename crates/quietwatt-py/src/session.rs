@@ -88,7 +88,9 @@ fn columns(rows: Vec<quietwatt::SampleRow>, channels: usize) -> Columns {
     c
 }
 
-/// A report as the JSON object of `quietwatt run --json`.
+/// A report as JSON: the [`Measurement`] that `quietwatt run --json`
+/// ([`quietwatt::document::RunDocument`]) flattens, so the keys they share are
+/// one type's; a region has no command's fields (exit code, rate) and no stamp.
 fn json(r: &Measurement) -> String {
     // A report is numbers and strings: serializing it cannot fail.
     serde_json::to_string(r).unwrap_or_default()
