@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import jsonschema
 import pytest
@@ -96,6 +97,37 @@ def test_the_pytest_plugin_report_matches_its_schema(pytester, emu):
     r = pytester.runpytest("-p", "no:cacheprovider", "--energy", f"--energy-root={emu.root}", f"--energy-json={out}")
     r.assert_outcomes(passed=1)
     validate("pytest", json.loads(out.read_text()))
+
+
+# What only a command has (`run --json`'s exit code, rate, notes, error, and the
+# CLI's additions) and the stamp: the keys `run --json` may have that a Python
+# report has not.
+COMMAND_ONLY = {"schema", "schema_version", "exit_code", "freq_hz", "freq_auto", "notes", "error", "model_estimate", "share"}
+# What only a session has: its sample buffer (a Monitor) and a window's name.
+SESSION_ONLY = {"samples", "window"}
+
+
+def json_type(v) -> str:
+    return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
+
+
+def test_a_python_report_and_run_json_are_one_document(cli, emu):
+    """Python's reports and `run --json` serialise one Rust type (`Measurement`,
+    which `RunDocument` flattens): the same keys, of the same JSON types, less
+    what only a command or only a session has; so the two cannot drift."""
+    cmd = json.loads(run(cli, "--root", emu.root, "run", "-m", "powercap", "-f", "200", "--json", "--", "sleep", "0.05"))
+    with qw.Monitor(freq=200, root=emu.root, mechanism="powercap") as mon:
+        time.sleep(0.05)
+    with qw.measure(root=emu.root, mechanism="powercap") as block:
+        time.sleep(0.01)
+    for py in (mon.result.report, block.report):
+        assert set(py) - SESSION_ONLY <= set(cmd), f"keys of Python's report not in run --json: {set(py) - set(cmd)}"
+        assert set(cmd) - set(py) <= COMMAND_ONLY | {"overhead"}, f"keys of run --json not in Python's report: {set(cmd) - set(py)}"
+        for k in set(py) & set(cmd):
+            assert json_type(py[k]) == json_type(cmd[k]), f"`{k}`: {py[k]!r} against {cmd[k]!r}"
+        assert [set(d) - {"unmoved"} for d in py["domains"]] == [set(d) for d in cmd["domains"]]
+    # A Monitor samples at a rate, as `run` does: its cost is there, in the same shape.
+    assert set(mon.result.report["overhead"]) == set(cmd["overhead"])
 
 
 def test_every_schema_is_used_by_a_test_here():

@@ -209,7 +209,7 @@ impl Executor for MeterExecutor<'_> {
         if let Some(e) = m.error {
             return Err(ExecError::Stopped(e));
         }
-        let r = &m.report;
+        let r = &m.measurement.energy;
         Ok(Run {
             exit_code: exit_code(m.status),
             duration_s: r.duration_s,
@@ -231,12 +231,7 @@ impl Executor for MeterExecutor<'_> {
                     uncertainty_j: d.uncertainty_j.0,
                 })
                 .collect(),
-            warnings: m
-                .warnings
-                .iter()
-                .chain(&r.warnings)
-                .map(ToString::to_string)
-                .collect(),
+            warnings: r.warnings.iter().map(ToString::to_string).collect(),
         })
     }
 }

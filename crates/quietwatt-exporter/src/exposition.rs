@@ -30,7 +30,7 @@
 //! Power is not exported: `rate(quietwatt_energy_joules_total[1m])` is watts, and
 //! a gauge of the power between two scrapes would depend on the scrape interval.
 
-use quietwatt::session::Report;
+use quietwatt::Measurement;
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -125,7 +125,7 @@ impl DomainSeries {
     /// The series of every counter of `report` (a session's snapshot), marked up,
     /// labelled with what the report calls its source (a stand-in's own label,
     /// never a real mechanism's).
-    pub fn of_report(report: &Report) -> Vec<DomainSeries> {
+    pub fn of_report(report: &Measurement) -> Vec<DomainSeries> {
         let mechanism = report.energy.mechanism;
         report
             .energy

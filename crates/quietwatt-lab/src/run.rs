@@ -325,7 +325,7 @@ impl ProcessExecutor {
             Ok(mc) => {
                 let wall = t0.elapsed();
                 let cpu = rusage_figures(&children_rusage()).0 - rusage_figures(&before).0;
-                let o = &mc.overhead;
+                let o = mc.measurement.overhead.clone().unwrap_or_default();
                 let both = o.sampler.plus(o.writer);
                 m.monitor_cpu_s = Some(both.cpu_ns as f64 / 1e9);
                 m.monitor_wakeups = Some(both.voluntary_switches);

@@ -4,7 +4,7 @@
 use crate::errors::{bad_argument, IntoPy};
 use pyo3::prelude::*;
 use quietwatt::source::Source;
-use quietwatt::{Domain, Hertz, Mechanism, Report, Selection, SessionConfig, SysRoot};
+use quietwatt::{Domain, Hertz, Measurement, Mechanism, Selection, SessionConfig, SysRoot};
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError, RwLock};
 
@@ -88,8 +88,10 @@ fn columns(rows: Vec<quietwatt::SampleRow>, channels: usize) -> Columns {
     c
 }
 
-/// A report as the JSON object of `quietwatt run --json`.
-fn json(r: &Report) -> String {
+/// A report as JSON: the [`Measurement`] that `quietwatt run --json`
+/// ([`quietwatt::document::RunDocument`]) flattens, so the keys they share are
+/// one type's; a region has no command's fields (exit code, rate) and no stamp.
+fn json(r: &Measurement) -> String {
     // A report is numbers and strings: serializing it cannot fail.
     serde_json::to_string(r).unwrap_or_default()
 }
@@ -264,7 +266,7 @@ impl Session {
             return Err(bad_argument(py, "this measurement is already stopped"));
         };
         let channels = s.channels().len();
-        let keep_span = |r: &Report| {
+        let keep_span = |r: &Measurement| {
             *self.span.lock().unwrap_or_else(PoisonError::into_inner) = r.span_ns;
         };
         if let Some(key) = &self.reuse {

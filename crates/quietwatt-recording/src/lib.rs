@@ -351,7 +351,7 @@ impl RecordingBuilder {
                 running,
                 &self.events,
                 &path,
-                &recording.report,
+                &recording.measurement.energy,
                 self.emulated,
             )?),
         };

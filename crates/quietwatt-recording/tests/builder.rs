@@ -61,10 +61,8 @@ fn a_duration_recording_to_csv_holds_the_emulators_energy() {
     let rec = &done.recording;
     assert!(rec.samples > 0, "no sample written");
     let package = rec
-        .report
-        .domains
-        .iter()
-        .find(|d| d.socket == 0 && d.domain == "package")
+        .measurement
+        .domain(0, Domain::Package)
         .expect("a package domain");
     // The recording lies inside the window the truth was read around, so it
     // cannot hold more than the truth added there (one counter step of slack).
@@ -79,7 +77,7 @@ fn a_duration_recording_to_csv_holds_the_emulators_energy() {
     let watts = EmulatorConfig::default()
         .watts(0, Domain::Package)
         .expect("package watts");
-    let mean = package.energy_j.0 / rec.report.duration_s;
+    let mean = package.energy_j.0 / rec.measurement.energy.duration_s;
     assert!(
         (mean - watts).abs() < 0.05 * watts,
         "mean {mean} W, the emulator draws {watts} W"

@@ -93,12 +93,18 @@ fn main() -> ExitCode {
                 Ok(r) => Row {
                     name: "perf (polling)".into(),
                     records: r.samples,
-                    secs: r.overhead.duration_s,
+                    secs: r.measurement.overhead.as_ref().unwrap().duration_s,
                     wakeups: 0,
-                    sampler_wakeups: r.overhead.sampler.voluntary_switches,
+                    sampler_wakeups: r
+                        .measurement
+                        .overhead
+                        .as_ref()
+                        .unwrap()
+                        .sampler
+                        .voluntary_switches,
                     cpu_ns: 0,
                     kernel_ns: None,
-                    missed: r.missed_deadlines,
+                    missed: r.measurement.overhead.as_ref().unwrap().missed_deadlines,
                     gaps: None,
                 },
                 Err(e) => {
@@ -126,18 +132,24 @@ fn main() -> ExitCode {
             config.duration = Some(duration);
             let r = record(&mut meter, sink.as_mut(), &path, &meta, &config, &stop);
             match r.map(|r| {
-                let k = r.kernel.clone();
+                let k = r.measurement.kernel.clone();
                 (r, k)
             }) {
                 Ok((r, Some(k))) => Row {
                     name: m.name().into(),
                     records: r.samples,
-                    secs: r.overhead.duration_s,
+                    secs: r.measurement.overhead.as_ref().unwrap().duration_s,
                     wakeups: 0,
-                    sampler_wakeups: r.overhead.sampler.voluntary_switches,
+                    sampler_wakeups: r
+                        .measurement
+                        .overhead
+                        .as_ref()
+                        .unwrap()
+                        .sampler
+                        .voluntary_switches,
                     cpu_ns: 0,
                     kernel_ns: k.kernel.prog_run_ns,
-                    missed: r.missed_deadlines,
+                    missed: r.measurement.overhead.as_ref().unwrap().missed_deadlines,
                     gaps: Some((k.clock_gaps, k.kernel.throttled, k.longest_gap_ms)),
                 },
                 Ok((_, None)) => {

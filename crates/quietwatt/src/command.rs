@@ -2,29 +2,27 @@
 //! sampler thread as a recording (samples go nowhere: the result is the summary).
 
 use crate::error::{Error, Result};
-use crate::kernel_figures::KernelFigures;
-use crate::meter::{EnergyReport, Meter};
-use crate::overhead::Overhead;
+use crate::measurement::Measurement;
+use crate::meter::Meter;
 use crate::record::{drive, record_between, EngineConfig, Recording, Stopped};
 use crate::sink::{Metadata, NullSink, Sink};
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
-/// The outcome of a measured command.
+/// The outcome of a measured command: the measurement, and what only a command
+/// has (how it ended).
 #[derive(Debug)]
 pub struct MeasuredCommand {
-    /// Energy from just before the spawn to just after the exit.
-    pub report: EnergyReport,
+    /// Energy from just before the spawn to just after the exit; what measuring
+    /// cost (`overhead`, always present); the kernel side's figures for a
+    /// buffered source (ebpf, perf-ring); and every warning, things refused that
+    /// did not stop the measurement (`--rt` without permission) included.
+    pub measurement: Measurement,
     /// How the command ended.
     pub status: ExitStatus,
-    /// What measuring cost.
-    pub overhead: Overhead,
-    /// Things refused that did not stop the measurement (`--rt` without permission).
-    pub warnings: Vec<crate::Warning>,
-    /// A reading that failed mid-way: the report covers up to the last good sample.
+    /// A reading that failed mid-way: the measurement covers up to the last good
+    /// sample.
     pub error: Option<Error>,
-    /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
-    pub kernel: Option<KernelFigures>,
 }
 
 /// What [`measure_watched`] tells its watcher about the command.
@@ -72,23 +70,11 @@ pub fn measure_watched_into(
 ) -> Result<MeasuredCommand> {
     let mut config = config.clone();
     config.duration = None;
-    let (run, status) = drive(meter, sink, &config, None, |_| spawn_and_wait(cmd, watch))?;
-    let kernel = run.kernel(meter);
-    let mut warnings = run.warnings;
-    warnings.extend(
-        kernel
-            .iter()
-            .flat_map(KernelFigures::warnings)
-            .map(crate::Warning::kernel_side),
-    );
+    let (mut run, status) = drive(meter, sink, &config, None, |_| spawn_and_wait(cmd, watch))?;
     Ok(MeasuredCommand {
-        report: meter.report(),
+        measurement: run.measurement(meter),
         status,
-        overhead: Overhead::new(&run.counts, run.writer_usage, run.written)
-            .with_waiter(run.waiter_usage),
-        warnings,
         error: run.read_error,
-        kernel,
     })
 }
 

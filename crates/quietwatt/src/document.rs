@@ -1,5 +1,6 @@
-//! The typed JSON documents of a measurement: [`RunDocument`] (`run --json`, and
-//! the report Python receives), [`UnmeasuredRun`] (`run --json` where nothing can
+//! The typed JSON documents of a measurement: [`RunDocument`] (`run --json`: a
+//! [`Measurement`], which is the report Python receives, with the command's
+//! fields beside it), [`UnmeasuredRun`] (`run --json` where nothing can
 //! measure) and [`RecordDocument`] (`record --json`). The stamp itself
 //! ([`Document`], [`Stamped`], [`VERSION`]) is `quietwatt-core`'s, re-exported
 //! here; `docs/json.md` lists every kind and the crate that owns it.
@@ -7,6 +8,7 @@
 pub use quietwatt_core::document::*;
 
 use crate::kernel_figures::KernelFigures;
+use crate::measurement::Measurement;
 use crate::meter::EnergyReport;
 use crate::overhead::Overhead;
 use crate::sampler::Rate;
@@ -52,15 +54,16 @@ impl From<&Rate> for RateFields {
 }
 
 /// `quietwatt run --json` of a measured command (`docs/schemas/run.schema.json`):
-/// the report's figures flattened, then how the command ended and what measuring
-/// cost. `X` is what a caller adds beside (the CLI: a model's estimate, a share);
-/// `()` adds nothing.
+/// the [`Measurement`] flattened (the same object Python's reports are), then how
+/// the command ended. `X` is what a caller adds beside (the CLI: a model's
+/// estimate, a share); `()` adds nothing.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunDocument<X = ()> {
-    /// Per-domain energy, the total and its rule, counter events and warnings (the
-    /// engine's warnings appended by [`RunDocument::new`]).
+    /// Per-domain energy, the total and its rule, counter events and every
+    /// warning; what measuring cost (`overhead`); what the kernel side of an
+    /// in-kernel mechanism did (`kernel`).
     #[serde(flatten)]
-    pub report: EnergyReport,
+    pub measurement: Measurement,
     /// The command's exit code, or 128 + the signal that killed it.
     pub exit_code: i32,
     /// Whether the counters were the emulator's.
@@ -68,42 +71,33 @@ pub struct RunDocument<X = ()> {
     /// The sampling rate.
     #[serde(flatten)]
     pub rate: RateFields,
-    /// What measuring cost.
-    pub overhead: Overhead,
     /// A reading that failed mid-way: the figures cover up to the last good sample.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// What the mechanism left out or wants known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notes: Option<Vec<String>>,
-    /// What the kernel side of an in-kernel mechanism did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<KernelFigures>,
     /// The caller's additions.
     #[serde(flatten)]
     pub extra: X,
 }
 
 impl RunDocument {
-    /// The document of a measured command: `m`'s report with its warnings, ended
-    /// with `exit_code`, sampled at `rate`.
+    /// The document of a measured command: `m`'s measurement, ended with
+    /// `exit_code`, sampled at `rate`.
     pub fn new(
         m: &crate::command::MeasuredCommand,
         exit_code: i32,
         emulated: bool,
         rate: &Rate,
     ) -> Self {
-        let mut report = m.report.clone();
-        report.warnings.extend(m.warnings.iter().cloned());
         RunDocument {
-            report,
+            measurement: m.measurement.clone(),
             exit_code,
             emulated,
             rate: rate.into(),
-            overhead: m.overhead.clone(),
             error: m.error.as_ref().map(ToString::to_string),
             notes: None,
-            kernel: m.kernel.clone(),
             extra: (),
         }
     }
@@ -111,14 +105,12 @@ impl RunDocument {
     /// The same document with `extra` beside its fields.
     pub fn with<Y: Serialize>(self, extra: Y) -> RunDocument<Y> {
         RunDocument {
-            report: self.report,
+            measurement: self.measurement,
             exit_code: self.exit_code,
             emulated: self.emulated,
             rate: self.rate,
-            overhead: self.overhead,
             error: self.error,
             notes: self.notes,
-            kernel: self.kernel,
             extra,
         }
     }
@@ -244,13 +236,12 @@ impl RecordDocument {
         rate: &Rate,
         error: Option<String>,
     ) -> Self {
-        let mut report = rec.report.clone();
-        report.warnings.extend(rec.warnings.iter().cloned());
+        let m = &rec.measurement;
         let output_holds = rec.output_short.as_ref().map(|o| OutputHolds {
             duration_s: o.duration.as_secs_f64(),
             samples: rec.samples,
-            domains: rec
-                .report
+            domains: m
+                .energy
                 .domains
                 .iter()
                 .zip(&o.energy)
@@ -262,19 +253,20 @@ impl RecordDocument {
                 .collect(),
         });
         RecordDocument {
-            report,
+            report: m.energy.clone(),
             output,
             format: format.to_string(),
             emulated,
             freq: rate.to_string(),
             rate: rate.into(),
             samples: rec.samples,
-            overhead: rec.overhead.clone(),
+            // A recording's measurement always has its cost.
+            overhead: m.overhead.clone().unwrap_or_default(),
             error,
             output_holds,
             notes: None,
             exit_code: None,
-            kernel: rec.kernel.clone(),
+            kernel: m.kernel.clone(),
             extra: (),
         }
     }

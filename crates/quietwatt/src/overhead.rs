@@ -129,7 +129,7 @@ pub struct Lateness {
 }
 
 /// The self-accounting of one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Overhead {
     /// The sampler's wake-ups ([`SamplerCounts::wakes`]), for `wakeups_per_s`.
     #[serde(skip)]

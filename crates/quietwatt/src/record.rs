@@ -14,7 +14,8 @@
 use crate::adaptive::{Adaptive, LoadProbe, RatePolicy, DEFAULT_HOLD, DEFAULT_PROBE_EVERY};
 use crate::error::{Error, Result, SetupStep, SourceError};
 use crate::kernel_figures::KernelFigures;
-use crate::meter::{EnergyReport, Meter};
+use crate::measurement::Measurement;
+use crate::meter::Meter;
 use crate::overhead::{Overhead, SamplerCounts, ThreadUsage};
 use crate::root::SysRoot;
 use crate::sampler::{self, Control, Rate, Setup, HEADER_WORDS, MAX_CHANNELS};
@@ -86,29 +87,25 @@ impl EngineConfig {
     }
 }
 
-/// How a recording went.
+/// How a recording went: the measurement, and what only a recording has (its
+/// output's samples).
 #[derive(Debug)]
 pub struct Recording {
+    /// Energy over the whole recording, from the counters themselves (complete even
+    /// when the output failed); what it cost (`overhead`, always present: its
+    /// `missed_deadlines` are the deadlines that passed before the sampler could
+    /// read, whose energy is in the next sample); the kernel side's figures for a
+    /// buffered source (ebpf, perf-ring); and every warning, things refused that
+    /// did not stop the recording (`--rt` without permission, a raised minimum
+    /// rate) included.
+    pub measurement: Measurement,
     /// Samples the output holds, each whole (one row per domain); the priming read
     /// is not one. After a failed write (a full disk) the samples that did not fit
     /// are not counted.
     pub samples: u64,
-    /// Deadlines that passed before the sampler could read (their energy is in the
-    /// next sample).
-    pub missed_deadlines: u64,
-    /// Energy over the whole recording, from the counters themselves (complete even
-    /// when the output failed).
-    pub report: EnergyReport,
-    /// What the recording cost.
-    pub overhead: Overhead,
-    /// Things refused that did not stop the recording (`--rt` without permission, a
-    /// raised minimum rate).
-    pub warnings: Vec<Warning>,
-    /// What the kernel side did and cost, for a buffered source (ebpf, perf-ring).
-    pub kernel: Option<KernelFigures>,
     /// What the output holds when a write failed (a full disk): less than
-    /// [`Recording::report`], which covers the whole measurement. `None` when the
-    /// output holds every sample.
+    /// [`Recording::measurement`], which covers the whole measurement. `None` when
+    /// the output holds every sample.
     pub output_short: Option<OutputContent>,
 }
 
@@ -209,20 +206,16 @@ pub(crate) fn record_between<T>(
         source,
     };
     sink.begin(meta, meter.channels()).map_err(out_err)?;
-    let (run, value) = drive(meter, sink, config, stop, between)?;
-    let kernel = run.kernel(meter);
+    let (mut run, value) = drive(meter, sink, config, stop, between)?;
+    let mut measurement = run.measurement(meter);
+    measurement
+        .energy
+        .warnings
+        .extend(hidden_turns(meter, run.longest_ns).map(Warning::rate));
     let error = match run.write_error {
         Some(e) => Some(out_err(e)),
         None => run.read_error,
     };
-    let mut warnings = run.warnings;
-    warnings.extend(
-        kernel
-            .iter()
-            .flat_map(KernelFigures::warnings)
-            .map(Warning::kernel_side),
-    );
-    warnings.extend(hidden_turns(meter, run.longest_ns).map(Warning::rate));
     let output_short = matches!(error, Some(Error::Output { .. })).then(|| OutputContent {
         duration: match (run.held.last_t_ns, meter.first_reading_ns()) {
             (Some(last), Some(first)) => Duration::from_nanos(last.saturating_sub(first)),
@@ -231,13 +224,8 @@ pub(crate) fn record_between<T>(
         energy: run.held.energy.clone(),
     });
     let rec = Recording {
+        measurement,
         samples: run.written,
-        missed_deadlines: run.counts.missed,
-        report: meter.report(),
-        overhead: Overhead::new(&run.counts, run.writer_usage, run.written)
-            .with_waiter(run.waiter_usage),
-        warnings,
-        kernel,
         output_short,
     };
     Ok((rec, error, value))
@@ -290,11 +278,22 @@ pub(crate) struct EngineRun {
 }
 
 impl EngineRun {
-    /// The kernel side's figures of a buffered source.
-    pub(crate) fn kernel(&self, meter: &Meter) -> Option<KernelFigures> {
-        meter
-            .kernel_side()
-            .map(|side| KernelFigures::new(&side, &self.counts, self.writer_usage))
+    /// The measurement of `meter` after this run: its figures, what the run cost,
+    /// the kernel side's figures of a buffered source, the run's warnings (taken
+    /// from it) after the meter's, then the kernel side's.
+    pub(crate) fn measurement(&mut self, meter: &Meter) -> Measurement {
+        let mut m = Measurement::of(meter);
+        m.energy.warnings.append(&mut self.warnings);
+        m.overhead = Some(
+            Overhead::new(&self.counts, self.writer_usage, self.written)
+                .with_waiter(self.waiter_usage),
+        );
+        m.set_kernel(
+            meter
+                .kernel_side()
+                .map(|side| KernelFigures::new(&side, &self.counts, self.writer_usage)),
+        );
+        m
     }
 }
 

@@ -142,12 +142,17 @@ fn run(m: &mut Meter, sink: &mut dyn Sink, c: &EngineConfig) -> Recording {
         .unwrap_or_else(|s| panic!("the recording failed: {s}"))
 }
 
+/// What a recording or a measured command cost: always there for them.
+fn cost(m: &quietwatt::Measurement) -> &quietwatt::Overhead {
+    m.overhead.as_ref().expect("a recording's cost")
+}
+
 /// Every deadline from the first reading to the last was either served or counted
 /// as missed: the duration's `expected` of them (one fewer when the clock crossed
 /// the end between the wake-up and the reading), and no more than the last
 /// reading's lateness allows.
 fn assert_every_deadline_accounted(rec: &Recording, hz: f64, expected: u64) {
-    let o = &rec.overhead;
+    let o = cost(&rec.measurement);
     let ticks = o.samples + o.missed_deadlines;
     let upper = (o.duration_s * hz).floor() as u64 + 1;
     assert!(
@@ -174,7 +179,7 @@ fn every_sample_arrives_in_order_with_its_exact_delta() {
     let mut sink = Collect::default();
     let rec = run(&mut m, &mut sink, &config(1000.0, 200));
     assert_eq!(rec.samples as usize, sink.rows.len());
-    assert_eq!(rec.overhead.samples, rec.samples);
+    assert_eq!(cost(&rec.measurement).samples, rec.samples);
     assert!(sink.rows.len() > 100);
     let mut prev_t = 0;
     for r in &sink.rows {
@@ -194,7 +199,7 @@ fn a_slow_source_misses_deadlines_and_the_next_delta_covers_the_gap() {
     let mut m = meter(1, Script::ClockThenSleep(Duration::from_millis(3)));
     let mut sink = Collect::default();
     let rec = run(&mut m, &mut sink, &config(1000.0, 300));
-    let o = &rec.overhead;
+    let o = cost(&rec.measurement);
     assert!(o.missed_deadlines >= 100, "{o:?}");
     let in_rows: u64 = sink.rows.iter().map(|r| r.2 as u64).sum();
     assert_eq!(in_rows, o.missed_deadlines, "every miss is in the data");
@@ -228,7 +233,7 @@ fn a_full_ring_merges_samples_counts_them_and_keeps_their_energy() {
     });
     let rec = run(&mut m, &mut sink, &c);
     opener.join().unwrap();
-    let o = &rec.overhead;
+    let o = cost(&rec.measurement);
     assert!(o.ring_full > 50, "{o:?}");
     let merged: u64 = sink.rows.iter().map(|r| r.3 as u64).sum();
     assert_eq!(merged, o.ring_full, "each overflow is one merged read");
@@ -298,7 +303,7 @@ fn the_stop_flag_ends_a_recording_with_a_complete_file_and_its_accounting() {
     assert!(!text.contains("# host_cpu_model: "));
     let rows = csv_rows(&text);
     // Self-accounting: samples == rows / channels, CPU time spent, lateness measured.
-    let o = &rec.overhead;
+    let o = cost(&rec.measurement);
     assert_eq!(o.samples as usize, rows.len() / 2);
     assert_eq!(o.written, o.samples);
     assert!(o.samples > 100);
@@ -319,7 +324,7 @@ fn at_1khz_the_timerfd_engine_keeps_the_rate() {
     // beside this one on as few as two CPUs.
     c.realtime = true;
     let rec = run(&mut m, &mut sink, &c);
-    let o = &rec.overhead;
+    let o = cost(&rec.measurement);
     assert_every_deadline_accounted(&rec, 1000.0, 1000);
     // Timing (generous: timerfd holds 999.6/s on this VM).
     assert!(
@@ -441,9 +446,9 @@ fn a_disk_that_fills_up_stops_the_recording_and_leaves_whole_rows() {
     }
     assert!(per_sample.values().all(|&n| n == 2), "{per_sample:?}");
     assert_eq!(rec.samples, per_sample.len() as u64);
-    assert_eq!(rec.overhead.written, rec.samples);
+    assert_eq!(cost(&rec.measurement).written, rec.samples);
     // The summary still has all the energy: it comes from the counters.
-    assert!(rec.report.domains[0].energy_j.0 > 0.0);
+    assert!(rec.measurement.energy.domains[0].energy_j.0 > 0.0);
 }
 
 #[test]
@@ -495,11 +500,12 @@ fn auto_rate_falls_when_idle_rises_under_load_and_respects_the_wrap_floor() {
         .unwrap_or_else(|s| panic!("the recording failed: {s}"));
     feeder.join().unwrap();
     assert!(
-        rec.warnings
+        rec.measurement
+            .warnings()
             .iter()
             .any(|w| w.contains("raised from 10 Hz to 25 Hz")),
         "{:?}",
-        rec.warnings
+        rec.measurement.warnings()
     );
     let rates: Vec<f64> = sink.rows.iter().map(|r| r.4).collect();
     assert_eq!(rates[0], 1000.0, "starts fast");
@@ -509,7 +515,7 @@ fn auto_rate_falls_when_idle_rises_under_load_and_respects_the_wrap_floor() {
         .expect("fell to the floor when idle");
     assert!(rates[low..].contains(&1000.0), "rose again under load");
     assert!(rates.iter().all(|&r| r >= 25.0));
-    assert!(rec.overhead.rate_changes >= 2);
+    assert!(cost(&rec.measurement).rate_changes >= 2);
     // The rows say their interval: at 25 Hz about 40 ms.
     let slow = sink.rows.iter().filter(|r| r.4 == 25.0).nth(1).unwrap();
     assert!(slow.1 > 30_000_000, "{}", slow.1);
@@ -526,15 +532,25 @@ fn a_measured_command_is_sampled_on_the_engine_until_it_exits() {
     assert!(r.status.success());
     assert!(r.error.is_none());
     assert!(
-        r.report.duration_s >= 0.3 && r.report.duration_s < 3.0,
+        r.measurement.energy.duration_s >= 0.3 && r.measurement.energy.duration_s < 3.0,
         "{}",
-        r.report.duration_s
+        r.measurement.energy.duration_s
     );
     // ~30 ticks plus the reading at the exit.
-    assert!(r.overhead.samples >= 20, "{:?}", r.overhead);
-    assert!(r.overhead.sampler.cpu_ns > 0);
+    assert!(
+        cost(&r.measurement).samples >= 20,
+        "{:?}",
+        cost(&r.measurement)
+    );
+    assert!(cost(&r.measurement).sampler.cpu_ns > 0);
     // Either SCHED_FIFO was granted or a warning says why not.
-    assert!(r.overhead.realtime || r.warnings.iter().any(|w| w.contains("SCHED_FIFO")));
+    assert!(
+        cost(&r.measurement).realtime
+            || r.measurement
+                .warnings()
+                .iter()
+                .any(|w| w.contains("SCHED_FIFO"))
+    );
     let err = quietwatt::command::measure(
         &mut m,
         &mut std::process::Command::new("/nonexistent/x"),
@@ -563,7 +579,7 @@ fn pinning_to_a_cpu_that_does_not_exist_fails_before_sampling() {
     // CPU 0 exists everywhere.
     c.cpu = Some(0);
     let rec = run(&mut m, &mut Collect::default(), &c);
-    assert_eq!(rec.overhead.pinned_cpu, Some(0));
+    assert_eq!(cost(&rec.measurement).pinned_cpu, Some(0));
 }
 
 #[test]
@@ -584,7 +600,7 @@ fn a_plain_file_powercap_tree_records() {
     let mut m = Meter::new(src);
     let mut sink = Collect::default();
     let rec = run(&mut m, &mut sink, &config(200.0, 100));
-    assert_eq!(sink.rows.len() as u64, rec.overhead.samples);
+    assert_eq!(sink.rows.len() as u64, cost(&rec.measurement).samples);
     assert!(sink.rows.iter().all(|r| r.5 == vec![0.0]));
 }
 
@@ -624,10 +640,22 @@ fn the_sampler_runs_on_the_cpu_whose_perf_counters_it_reads() {
         let mut m = cpu_clock_meter(&[cpu]);
         assert_eq!(m.read_cpus(), vec![cpu]);
         let rec = run(&mut m, &mut Collect::default(), &config(200.0, 200));
-        assert_eq!(rec.overhead.pinned_cpu, Some(cpu as usize), "{rec:?}");
+        assert_eq!(
+            cost(&rec.measurement).pinned_cpu,
+            Some(cpu as usize),
+            "{rec:?}"
+        );
         // The CPU of its last read, as the kernel says (sched_getcpu).
-        assert_eq!(rec.overhead.sampler_cpu, Some(cpu as usize), "{rec:?}");
-        assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
+        assert_eq!(
+            cost(&rec.measurement).sampler_cpu,
+            Some(cpu as usize),
+            "{rec:?}"
+        );
+        assert!(
+            rec.measurement.warnings().is_empty(),
+            "{:?}",
+            rec.measurement.warnings()
+        );
     }
 }
 
@@ -643,27 +671,29 @@ fn counters_on_several_cpus_or_a_cpu_given_elsewhere_are_reported() {
     // says what the others cost.
     let mut m = cpu_clock_meter(&[b, a, b]);
     let rec = run(&mut m, &mut Collect::default(), &config(200.0, 100));
-    assert_eq!(rec.overhead.pinned_cpu, Some(b as usize));
+    assert_eq!(cost(&rec.measurement).pinned_cpu, Some(b as usize));
     assert!(
-        rec.warnings
+        rec.measurement
+            .warnings()
             .iter()
             .any(|w| w.contains("1 of the 3 counter reads") && w.contains("interrupt")),
         "{:?}",
-        rec.warnings
+        rec.measurement.warnings()
     );
     // --cpu elsewhere: the user's choice stands, with the cost said.
     let mut m = cpu_clock_meter(&[b]);
     let mut c = config(200.0, 100);
     c.cpu = Some(a as usize);
     let rec = run(&mut m, &mut Collect::default(), &c);
-    assert_eq!(rec.overhead.pinned_cpu, Some(a as usize));
-    assert_eq!(rec.overhead.sampler_cpu, Some(a as usize));
+    assert_eq!(cost(&rec.measurement).pinned_cpu, Some(a as usize));
+    assert_eq!(cost(&rec.measurement).sampler_cpu, Some(a as usize));
     assert!(
-        rec.warnings
+        rec.measurement
+            .warnings()
             .iter()
             .any(|w| w.contains(&format!("pin it to CPU {b}"))),
         "{:?}",
-        rec.warnings
+        rec.measurement.warnings()
     );
     // A source not tied to a CPU is not pinned.
     let rec = run(
@@ -671,7 +701,7 @@ fn counters_on_several_cpus_or_a_cpu_given_elsewhere_are_reported() {
         &mut Collect::default(),
         &config(200.0, 100),
     );
-    assert_eq!(rec.overhead.pinned_cpu, None);
+    assert_eq!(cost(&rec.measurement).pinned_cpu, None);
 }
 
 /// A scripted 1 mJ-a-read source whose calls from `from` on fail with `errno`,
@@ -689,7 +719,7 @@ fn transient_read_errors_are_retried_and_the_energy_stays_exact() {
     let mut m = failing(5, 6, libc::EAGAIN);
     let mut sink = Collect::default();
     let rec = run(&mut m, &mut sink, &config(200.0, 200));
-    let o = &rec.overhead;
+    let o = cost(&rec.measurement);
     assert_eq!((o.read_retries, o.skipped_ticks), (5, 1), "{o:?}");
     assert!(
         o.missed_deadlines >= 1,
@@ -727,7 +757,17 @@ fn a_lasting_busy_counter_stops_the_recording_with_its_error() {
     );
     let kept = stopped.kept.expect("what was read before is kept");
     // Ten failed ticks in a row: nine skipped, the tenth gives up.
-    assert_eq!(kept.overhead.skipped_ticks, 9, "{:?}", kept.overhead);
-    assert_eq!(kept.overhead.read_retries, 30, "{:?}", kept.overhead);
+    assert_eq!(
+        cost(&kept.measurement).skipped_ticks,
+        9,
+        "{:?}",
+        cost(&kept.measurement)
+    );
+    assert_eq!(
+        cost(&kept.measurement).read_retries,
+        30,
+        "{:?}",
+        cost(&kept.measurement)
+    );
     assert_energy_conserved(&m, &sink.rows);
 }

@@ -172,9 +172,16 @@ fn draining_allocates_nothing_per_sample() {
         // The thread that waits for the end sleeps until the drain thread ends: it
         // does not poll the stop flag four times a second (about ten wake-ups in
         // 2.6 s), which would undo the one wake-up a drain the buffered path keeps.
-        let waiter = rec.overhead.waiter.voluntary_switches;
+        let waiter = rec
+            .measurement
+            .overhead
+            .as_ref()
+            .unwrap()
+            .waiter
+            .voluntary_switches;
         assert!(waiter <= 3, "{m}: the waiter woke {waiter} times");
         let k = rec
+            .measurement
             .kernel
             .as_ref()
             .expect("a buffered source's kernel figures");

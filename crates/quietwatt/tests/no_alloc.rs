@@ -123,7 +123,11 @@ fn the_sampler_loop_allocates_nothing() {
     .unwrap();
     opener.join().unwrap();
     assert!(reads.load(Ordering::Relaxed) > 100);
-    assert!(rec.overhead.ring_full > 10, "{:?}", rec.overhead);
+    assert!(
+        rec.measurement.overhead.as_ref().unwrap().ring_full > 10,
+        "{:?}",
+        rec.measurement.overhead.as_ref().unwrap()
+    );
     assert_eq!(
         since.load(Ordering::Relaxed),
         0,

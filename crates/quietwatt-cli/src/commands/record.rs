@@ -200,8 +200,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if let Some(e) = &events {
         super::events::warn_cut(&e.cut_lines);
     }
-    for w in &rec.warnings {
-        eprintln!("quietwatt: warning: {w}");
+    let m = &rec.measurement;
+    if args.json {
+        // Every warning is in the document too; stderr says them as the table does.
+        for w in m.warnings() {
+            eprintln!("quietwatt: warning: {w}");
+        }
     }
     if let Some(o) = &rec.output_short {
         eprintln!("quietwatt: warning: {}", output_short_text(&rec, o));
@@ -239,22 +243,25 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             } else {
                 args.command.join(" ")
             },
-            &rec.report,
+            &m.energy,
             &config.rate,
             env.is_emulated(),
         );
-        match &rec.kernel {
+        let missed = m.overhead.as_ref().map_or(0, |o| o.missed_deadlines);
+        match &m.kernel {
             None => eprintln!(
-                "  {} samples written, {} deadline(s) missed",
-                rec.samples, rec.missed_deadlines
+                "  {} samples written, {missed} deadline(s) missed",
+                rec.samples
             ),
             Some(_) => eprintln!(
-                "  {} samples written, {} lost in the kernel (their energy is in the next sample)",
-                rec.samples, rec.missed_deadlines
+                "  {} samples written, {missed} lost in the kernel (their energy is in the next sample)",
+                rec.samples
             ),
         }
-        eprintln!("{}", rec.overhead);
-        if let Some(k) = &rec.kernel {
+        if let Some(o) = &m.overhead {
+            eprintln!("{o}");
+        }
+        if let Some(k) = &m.kernel {
             eprintln!("{k}");
         }
         if let Some(t) = &attribution {
@@ -388,7 +395,8 @@ struct RecordExtras<'a> {
 /// cover the whole measurement, the file less.
 pub(super) fn output_short_text(rec: &Recording, o: &quietwatt::record::OutputContent) -> String {
     let per_domain: Vec<String> = rec
-        .report
+        .measurement
+        .energy
         .domains
         .iter()
         .zip(&o.energy)
@@ -402,7 +410,7 @@ pub(super) fn output_short_text(rec: &Recording, o: &quietwatt::record::OutputCo
     format!(
         "the output holds {:.3} s of the {:.3} s measured ({}); the summary's figures cover the whole measurement",
         o.duration.as_secs_f64(),
-        rec.report.duration_s,
+        rec.measurement.energy.duration_s,
         per_domain.join(", ")
     )
 }

@@ -206,10 +206,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         .map(quietwatt_model::attribution::Attributor::finish)
         .transpose()?;
     let exit_code = super::exit_code(m.status);
-    for w in &m.warnings {
-        eprintln!("quietwatt: warning: {w}");
-    }
     if args.json {
+        // Every warning is in the document too; stderr says them as the table does.
+        for w in m.measurement.warnings() {
+            eprintln!("quietwatt: warning: {w}");
+        }
         let mut doc = RunDocument::new(&m, exit_code, env.is_emulated(), &config.rate);
         doc.notes = Some(notes.clone());
         let doc = doc.with(RunExtras {
@@ -220,7 +221,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     } else {
         let mut text = report_text(
             &args.command.join(" "),
-            &m.report,
+            &m.measurement.energy,
             &config.rate,
             env.is_emulated(),
         );
@@ -228,7 +229,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             eprint!("{text}");
             text.clear();
         }
-        for w in &m.report.warnings {
+        for w in m.measurement.warnings() {
             eprintln!("quietwatt: warning: {w}");
         }
         if let Some(s) = &share {
@@ -238,8 +239,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         if let Some(e) = &estimate {
             text += &format!("{}\n", quietwatt_model::attribution::text(e));
         }
-        text += &format!("{}\n", m.overhead);
-        if let Some(k) = &m.kernel {
+        if let Some(o) = &m.measurement.overhead {
+            text += &format!("{o}\n");
+        }
+        if let Some(k) = &m.measurement.kernel {
             text += &format!("{k}\n");
         }
         emit_text(args.output.as_deref(), &text)?;

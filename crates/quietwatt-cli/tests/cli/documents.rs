@@ -132,6 +132,13 @@ fn each_typed_document_validates_against_its_schema() {
         run["total_energy_j"].as_f64().is_some_and(|j| j > 0.0),
         "{run}"
     );
+    // `run --json` is the measurement (the type Python's reports serialise) with
+    // the command's fields beside it: each of the measurement's keys, its value.
+    let measurement = serde_json::to_value(&measured.measurement).unwrap();
+    for (k, v) in measurement.as_object().unwrap() {
+        assert_eq!(run.get(k), Some(v), "`{k}` of the measurement in {run}");
+    }
+    assert!(run["overhead"].is_object(), "{run}");
 
     let auto = Rate::Auto {
         min: Hertz::new(5.0).unwrap(),
@@ -180,9 +187,9 @@ fn each_document_the_cli_prints_validates_against_its_schema() {
 
 #[test]
 fn the_report_python_receives_has_the_run_documents_keys_and_types() {
-    // Python's reports cross as a session `Report` serialised: the same
-    // `EnergyReport` flattened as in `RunDocument`, so each of its keys is a key of
-    // run's schema, of the same type (a region has no exit code: `required` aside).
+    // Python's reports cross as a session's `Measurement` serialised: the type
+    // `RunDocument` flattens, so each of its keys is a key of run's schema, of the
+    // same type (a region has no exit code: `required` aside).
     let m = mount(EmulatorConfig::default());
     let config = quietwatt::SessionConfig::default().root(SysRoot::new(m.root()));
     let (_, report) = quietwatt::measure(config, || {

@@ -9,7 +9,7 @@ use crate::common;
 
 use crate::common::{mount, quietwatt, stdout, Mounted};
 use quietwatt::{
-    Domain, Error, Hertz, Mechanism, Report, SampleRow, Selection, Session, SessionConfig,
+    Domain, Error, Hertz, Measurement, Mechanism, SampleRow, Selection, Session, SessionConfig,
     SourceError, SysRoot,
 };
 use quietwatt_emulator::{EmulatorConfig, Mechanism as Served};
@@ -35,7 +35,7 @@ fn sum(rows: &[SampleRow], channels: usize) -> Vec<f64> {
     s
 }
 
-fn energies(r: &Report) -> Vec<f64> {
+fn energies(r: &Measurement) -> Vec<f64> {
     r.energy.domains.iter().map(|d| d.energy_j.0).collect()
 }
 
@@ -244,7 +244,7 @@ fn windows_nest_and_overlap_as_their_readings_do() {
     let total = s.stop().unwrap();
     assert_eq!(outer.window.as_deref(), Some("outer"));
     for i in 0..total.energy.domains.len() {
-        let e = |r: &Report| r.energy.domains[i].energy_j.0;
+        let e = |r: &Measurement| r.energy.domains[i].energy_j.0;
         let slack = 1e-9 * e(&total).max(1.0);
         assert!(e(&inner) <= e(&outer) + slack, "inner inside outer");
         assert!(e(&outer) <= e(&all) + slack, "outer inside all");

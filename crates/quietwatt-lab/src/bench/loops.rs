@@ -184,8 +184,9 @@ pub(super) fn run_variant(
                 &AtomicBool::new(false),
             )
             .map_err(|s| s.error)?;
-            warnings.extend(rec.warnings.into_iter().map(|w| w.message));
-            let o = rec.overhead;
+            let m = rec.measurement;
+            warnings.extend(m.energy.warnings.into_iter().map(|w| w.message));
+            let o = m.overhead.unwrap_or_default();
             (
                 LoopFigures {
                     missed: o.missed_deadlines,

@@ -1,5 +1,5 @@
 //! Measuring a region of a program from inside it: start a [`Session`], do the
-//! work, stop it and get a [`Report`]; or [`measure`] a closure.
+//! work, stop it and get a [`Measurement`]; or [`measure`] a closure.
 //!
 //! Two modes, chosen by [`SessionConfig::rate`]:
 //! - no rate: the counters are read at [`Session::start`], at [`Session::stop`], and
@@ -37,15 +37,15 @@
 
 mod engine;
 mod guard;
-mod report;
 mod samples;
 
-pub use report::Report;
-pub use samples::{SampleRow, SampleStats, DEFAULT_SAMPLES_KEPT};
+pub use crate::measurement::SampleStats;
+pub use samples::{SampleRow, DEFAULT_SAMPLES_KEPT};
 
 use crate::domain::DomainId;
 use crate::error::{Error, Result, SetupStep};
 use crate::kernel_figures::KernelFigures;
+use crate::measurement::Measurement;
 use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{Overhead, ThreadUsage};
 use crate::root::SysRoot;
@@ -349,7 +349,7 @@ impl Session {
     /// old when polled, at most one drain period old (1 s by default) for ebpf and
     /// perf-ring, whose readings since the last drain are still in the kernel's
     /// ring. Fails only when that extra reading fails.
-    pub fn snapshot(&self) -> Result<Report> {
+    pub fn snapshot(&self) -> Result<Measurement> {
         self.read_now()?;
         let st = self.state();
         Ok(self.report_of(&st.meter, &st, None))
@@ -398,7 +398,7 @@ impl Session {
     /// Closes the latest window named `name` at the latest reading (without a
     /// rate, a reading taken now) and returns its energy; [`Error::UnknownWindow`]
     /// when no window of that name is open.
-    pub fn end_window(&self, name: &str) -> Result<Report> {
+    pub fn end_window(&self, name: &str) -> Result<Measurement> {
         self.read_now()?;
         let mut st = self.state();
         let Some(meter) = st.close_window(name) else {
@@ -416,14 +416,14 @@ impl Session {
     /// failed ([`crate::SourceError::Vanished`], [`crate::SourceError::CorruptCounter`], ...): a background
     /// session's report then stops at the last good reading, which
     /// [`Session::snapshot`] still gave before `stop`.
-    pub fn stop(self) -> Result<Report> {
+    pub fn stop(self) -> Result<Measurement> {
         self.stop_with_samples().map(|(r, _)| r)
     }
 
     /// Like [`Session::stop`], handing back the opened counters for
     /// [`Session::start_on`] when the session had no rate (with one, the sampler
     /// thread owned them and closed them: `None`).
-    pub fn stop_reusable(mut self) -> Result<(Report, Option<Box<dyn Source>>)> {
+    pub fn stop_reusable(mut self) -> Result<(Measurement, Option<Box<dyn Source>>)> {
         let (report, _) = self.finish()?;
         // The guard is joined: the session holds the only reference.
         let source = self
@@ -437,12 +437,12 @@ impl Session {
     /// Like [`Session::stop`], with the rows still in the buffer, the last
     /// reading's included: with the rows drained before and the energy of those
     /// dropped ([`SampleStats::dropped_energy_j`]), they add up to the report.
-    pub fn stop_with_samples(mut self) -> Result<(Report, Vec<SampleRow>)> {
+    pub fn stop_with_samples(mut self) -> Result<(Measurement, Vec<SampleRow>)> {
         self.finish()
     }
 
     /// The last reading, the thread joined, the final report and rows.
-    fn finish(&mut self) -> Result<(Report, Vec<SampleRow>)> {
+    fn finish(&mut self) -> Result<(Measurement, Vec<SampleRow>)> {
         if let Some(g) = self.guard.take() {
             g.stop();
         }
@@ -456,14 +456,11 @@ impl Session {
         if let Some(end) = end {
             let c = &end.counts;
             let o = Overhead::new(c, ThreadUsage::default(), c.samples);
-            if let Some(side) = &end.kernel {
-                let k = KernelFigures::new(side, c, ThreadUsage::default());
-                report
-                    .energy
-                    .warnings
-                    .extend(k.warnings().into_iter().map(Warning::kernel_side));
-                report.kernel = Some(k);
-            }
+            report.set_kernel(
+                end.kernel
+                    .as_ref()
+                    .map(|side| KernelFigures::new(side, c, ThreadUsage::default())),
+            );
             report.overhead = Some(o);
         }
         report.samples = st.sample_stats();
@@ -516,8 +513,9 @@ impl Session {
 
     /// A report of `meter` (the session's or a window's), with what the session
     /// has to say about it.
-    fn report_of(&self, meter: &Meter, st: &State, window: Option<&str>) -> Report {
-        let mut energy = meter.report();
+    fn report_of(&self, meter: &Meter, st: &State, window: Option<&str>) -> Measurement {
+        let mut m = Measurement::of(meter);
+        let energy = &mut m.energy;
         energy.warnings.extend(self.notes.iter().cloned());
         if let (None, Some(safe)) = (self.rate, self.safe_gap) {
             if st.longest_gap > safe {
@@ -545,18 +543,10 @@ impl Session {
                 ),
             ));
         }
-        Report {
-            mechanism: self.mechanism,
-            channels: self.channels.clone(),
-            window: window.map(str::to_string),
-            energy,
-            overhead: None,
-            samples: None,
-            kernel: None,
-            span_ns: meter
-                .first_reading_ns()
-                .map(|first| (first, first + meter.elapsed().as_nanos() as u64)),
-        }
+        m.mechanism = self.mechanism;
+        m.channels.clone_from(&self.channels);
+        m.window = window.map(str::to_string);
+        m
     }
 }
 
@@ -573,7 +563,7 @@ impl Drop for Session {
 /// Runs `work` inside a session started from `config` and returns its result with
 /// the session's report. If `work` panics, the session is dropped (its thread
 /// joined) and the panic goes on.
-pub fn measure<T>(config: SessionConfig, work: impl FnOnce() -> T) -> Result<(T, Report)> {
+pub fn measure<T>(config: SessionConfig, work: impl FnOnce() -> T) -> Result<(T, Measurement)> {
     let session = Session::start(config)?;
     let value = work();
     let report = session.stop()?;
@@ -760,7 +750,7 @@ mod tests {
     fn a_session_can_be_shared_between_threads() {
         fn shared<T: Send + Sync>() {}
         shared::<Session>();
-        shared::<Report>();
+        shared::<Measurement>();
     }
 
     #[test]

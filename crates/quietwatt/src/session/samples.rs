@@ -2,6 +2,7 @@
 //! allocated once when the session starts, so that a run of any length keeps the
 //! same memory and the sampler thread never allocates.
 
+use crate::measurement::SampleStats;
 use crate::units::Joules;
 use serde::Serialize;
 
@@ -23,27 +24,6 @@ pub struct SampleRow {
     pub missed: u64,
     /// Energy per channel, in the order of [`crate::Session::channels`].
     pub energy_j: Vec<Joules>,
-}
-
-/// What the buffer holds and what it had to let go.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SampleStats {
-    /// Rows the buffer holds at most.
-    pub capacity: usize,
-    /// Rows held now.
-    pub kept: usize,
-    /// Rows handed out by [`crate::Session::drain_samples`] so far.
-    pub drained: u64,
-    /// The oldest rows overwritten because the buffer was full and nobody drained it.
-    pub dropped: u64,
-    /// The energy of the dropped rows per channel: the reports still count it, so
-    /// the rows kept, the rows drained and this add up to the session's energy.
-    pub dropped_energy_j: Vec<Joules>,
-    /// Readings the sampler could not hand over because nobody read the session
-    /// while the ring between them was full: each went into the next row, whose
-    /// energy and interval cover it (rows coarser, energy whole). 0 unless the
-    /// session's lock was held for a long time.
-    pub merged: u64,
 }
 
 /// A ring of rows in flat arrays (one allocation each, made up front).
