@@ -19,6 +19,7 @@
     print(c)                           # new is 1.95 × old [1.80, 2.11] 95 % CI: significantly more
 
     qw.doctor()                        # why RAPL can or cannot be read here
+    qw.record("energy.csv", 10)        # `quietwatt record` from Python: the file and its summary
     qw.read_recording("energy.csv")    # a `quietwatt record` file as a DataFrame
 
     with qw.Emulator(watts={"package": 20}) as emu:   # a machine with a known truth
@@ -48,7 +49,7 @@ from ._env import ROOT_ENV
 from ._info import doctor, domains
 from ._measure import MeasuredFunction, measure, measure_calls, measure_energy, print_measurement
 from ._monitor import Monitor
-from ._recording import read_recording
+from ._recording import read_recording, record
 from ._schema import SCHEMA
 from ._results import MAX_PLAUSIBLE_POWER_W, DomainEnergy, Measurement
 
@@ -69,6 +70,7 @@ __all__ = [
     "DomainEnergy",
     "Emulator",
     "read_recording",
+    "record",
     "SCHEMA",
     "doctor",
     "domains",

@@ -89,4 +89,14 @@ def compare_json(
     gate_pct: Optional[float] = None,
 ) -> str: ...
 
+def record_json(
+    root: str,
+    output: str,
+    duration_s: Optional[float] = None,
+    mechanism: Optional[str] = None,
+    domains: Optional[List[str]] = None,
+    freq: float = 100.0,
+    format: Optional[str] = None,
+    emulated: bool = False,
+) -> str: ...
 def cli_main(args: List[str], self_command: List[str]) -> int: ...

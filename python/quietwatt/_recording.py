@@ -1,14 +1,17 @@
-"""Recordings written by ``quietwatt record`` read back as DataFrames."""
+"""Recordings: written as ``quietwatt record`` writes them (:func:`record`, the
+same library builder), and read back as DataFrames (:func:`read_recording`)."""
 
 from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     import pandas
 
+from . import _quietwatt
+from ._env import Domains, Emulate, Environment, resolve_domains, warn
 from ._errors import BadArgument
 from ._schema import add_start_time, conform, typed_metadata
 
@@ -167,3 +170,51 @@ def read_recording(path: PathLike, format: str = "auto") -> "pandas.DataFrame":
         df: "pandas.DataFrame" = readers[fmt](path, pd)
         return df
     raise BadArgument(f"format={format!r}: quietwatt records 'csv', 'jsonl' and 'parquet'")
+
+
+def record(
+    path: PathLike,
+    duration: Optional[float] = None,
+    *,
+    freq: float = 100.0,
+    mechanism: Optional[str] = None,
+    domains: Domains = None,
+    format: Optional[str] = None,
+    root: Optional[PathLike] = None,
+    emulate: Emulate = "off",
+) -> Dict[str, Any]:
+    """Records the energy counters to ``path`` for ``duration`` seconds (until
+    Ctrl-C without one), as ``quietwatt record -o PATH --duration S --json`` does:
+    the same library builder writes the same file (CSV, JSON Lines or Parquet, by
+    the extension unless ``format=`` says), and the summary returned is the same
+    document (``schema`` ``quietwatt.record/1``: each domain's energy with its
+    uncertainty, the samples written, what recording cost).
+
+    Read the file back with :func:`read_recording`. A Ctrl-C stops the recording
+    with the file complete, then raises ``KeyboardInterrupt``; a failed write (a
+    full disk) keeps every sample before it and says so in ``"error"``.
+
+    Raises :class:`quietwatt.NoRapl` when nothing can measure here,
+    :class:`quietwatt.BadArgument` for a bad rate, domain, format or mechanism,
+    :class:`quietwatt.OutputError` when the file cannot be created.
+    """
+    names = resolve_domains(domains)
+    env = Environment(root, emulate)
+    try:
+        doc: Dict[str, Any] = json.loads(
+            _quietwatt.record_json(
+                env.root,
+                os.fspath(path),
+                duration_s=duration,
+                mechanism=mechanism,
+                domains=names,
+                freq=freq,
+                format=format,
+                emulated=env.emulated,
+            )
+        )
+    finally:
+        env.close()
+    if doc.get("error"):
+        warn(f"quietwatt: the recording stopped early: {doc['error']}")
+    return doc

@@ -21,6 +21,7 @@ mod cli;
 mod emulator;
 mod errors;
 mod info;
+mod recording;
 mod session;
 mod share;
 
@@ -39,6 +40,7 @@ fn _quietwatt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::can_measure, m)?)?;
     m.add_function(wrap_pyfunction!(info::is_emulator, m)?)?;
     m.add_function(wrap_pyfunction!(info::compare_json, m)?)?;
+    m.add_function(wrap_pyfunction!(recording::record_json, m)?)?;
     #[cfg(feature = "cli")]
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())
