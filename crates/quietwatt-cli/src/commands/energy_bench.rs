@@ -12,10 +12,9 @@
 //! exports are `quietwatt-compare`'s, shared with `run -r` (`super::repeat`).
 
 use super::repeat::{Measured, Series};
-use super::SamplerArgs;
+use super::MeterArgs;
 use crate::emulated::Environment;
 use crate::exit::Failure;
-use quietwatt::{FreqArg, Mechanism};
 use quietwatt_compare::document::CompareDocument;
 use quietwatt_compare::executor::Invocation;
 use quietwatt_compare::result::GateRule;
@@ -63,18 +62,8 @@ pub struct Args {
     /// a warning) instead of exit 4.
     #[arg(long, requires = "fail_if_more_than")]
     pass_inconclusive: bool,
-    /// Mechanism to read (default: the best that works here; ebpf and perf-ring are not available here).
-    #[arg(short, long)]
-    mechanism: Option<Mechanism>,
-    /// Domains to measure, comma-separated (package,core,uncore,dram,psys; default: all).
-    #[arg(short, long)]
-    domains: Option<String>,
-    /// Reads per second while a command runs [default: 10, raised when a counter
-    /// could wrap twice between reads]
-    #[arg(short, long, allow_negative_numbers = true)]
-    freq: Option<FreqArg>,
     #[command(flatten)]
-    sampler: SamplerArgs,
+    meter: MeterArgs,
     /// Print one JSON object on stdout (schema quietwatt.bench-energy/1) instead of the table on stderr.
     #[arg(long)]
     json: bool,
@@ -186,10 +175,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             pct,
             pass_inconclusive: args.pass_inconclusive,
         }),
-        mechanism: args.mechanism,
-        domains: &args.domains,
-        freq: args.freq,
-        sampler: &args.sampler,
+        meter: &args.meter,
         json: args.json,
         shell: &args.shell,
         prepare: args.prepare.as_deref(),

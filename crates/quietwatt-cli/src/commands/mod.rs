@@ -51,6 +51,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, quietwatt::duration::InvalidD
     quietwatt::duration::parse_positive_duration(s)
 }
 
+/// What to read and how often, for the front doors that measure commands (`run`,
+/// `run -r`, `compare`): the same flags, defaults and checks in each.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MeterArgs {
+    /// Mechanism to read (default: the best that works here).
+    #[arg(short, long)]
+    pub mechanism: Option<quietwatt::Mechanism>,
+    /// Domains to measure, comma-separated (package,core,uncore,dram,psys; default: all).
+    #[arg(short, long)]
+    pub domains: Option<String>,
+    /// Reads per second while a command runs, or `auto` to follow the machine's
+    /// load [default: 10, raised when a counter could wrap twice between reads]
+    #[arg(short, long, allow_negative_numbers = true)]
+    pub freq: Option<FreqArg>,
+    #[command(flatten)]
+    pub sampler: SamplerArgs,
+}
+
 /// The sampler's options shared by `run` and `record` (each has its own `--freq`
 /// default).
 #[derive(clap::Args, Debug, Clone)]

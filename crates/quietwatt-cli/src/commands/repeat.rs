@@ -9,7 +9,7 @@
 //! per-run lines, its errors into messages and exit codes, and the summary printed.
 
 pub use super::runs::{outlier_warning, print_table};
-use super::{rate_words, selection, SamplerArgs};
+use super::{rate_words, selection, MeterArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT};
 use quietwatt::{source, FreqArg, Mechanism, Meter, Rate};
@@ -32,14 +32,8 @@ pub struct Series<'a> {
     pub reference: usize,
     /// `--fail-if-more-than`, `--pass-inconclusive`.
     pub gate: Option<GateRule>,
-    /// `-m`.
-    pub mechanism: Option<Mechanism>,
-    /// `-d`.
-    pub domains: &'a Option<String>,
-    /// `-f`.
-    pub freq: Option<FreqArg>,
-    /// `--cpu`, `--rt`, `--freq-min/max`.
-    pub sampler: &'a SamplerArgs,
+    /// `-m`, `-d`, `-f`, `--cpu`, `--rt`, `--freq-min/max`.
+    pub meter: &'a MeterArgs,
     /// `--json`: no progress bar.
     pub json: bool,
     /// The shell that runs `--prepare` (`compare`'s `--shell`).
@@ -81,21 +75,25 @@ impl Measured {
 /// Measures the series: the rate settled once (said once), then the scheduler,
 /// with a progress bar on a terminal and one line per run on stderr.
 pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
-    if matches!(s.mechanism, Some(Mechanism::Ebpf | Mechanism::PerfRing)) {
+    if matches!(
+        s.meter.mechanism,
+        Some(Mechanism::Ebpf | Mechanism::PerfRing)
+    ) {
         return Err(Failure::usage(format!(
             "{} measures through the polling mechanisms (powercap, perf, msr): \
              leave out --mechanism ebpf/perf-ring, or measure one run with `quietwatt run`",
             s.what
         )));
     }
-    let sel = selection(s.domains)?;
-    let meter = Meter::new(source::open(&env.root, s.mechanism, &sel)?);
+    let sel = selection(&s.meter.domains)?;
+    let meter = Meter::new(source::open(&env.root, s.meter.mechanism, &sel)?);
     super::print_notes(&meter);
     // As `run`: its default, raised by the one rule where a counter could wrap.
     let freq = s
+        .meter
         .freq
         .unwrap_or_else(|| FreqArg::Fixed(super::default_freq(&meter)));
-    let mut config = s.sampler.config(freq, &env.root)?;
+    let mut config = s.meter.sampler.config(freq, &env.root)?;
     if let Rate::Fixed(f) = config.rate {
         // Raised once here, said once, rather than by the engine at every run.
         let mut raised = Vec::new();
@@ -110,7 +108,7 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
     crate::signals::install();
     let mut executor = MeterExecutor::new(
         env.root.clone(),
-        s.mechanism,
+        s.meter.mechanism,
         sel,
         config,
         s.invocations.clone(),
@@ -322,14 +320,8 @@ pub struct RepeatArgs<'a> {
     pub runs: u32,
     /// `--warmup`.
     pub warmup: u32,
-    /// `-m`.
-    pub mechanism: Option<Mechanism>,
-    /// `-d`.
-    pub domains: &'a Option<String>,
-    /// `-f`.
-    pub freq: Option<FreqArg>,
-    /// `--cpu`, `--rt`, `--freq-min/max`.
-    pub sampler: &'a SamplerArgs,
+    /// `-m`, `-d`, `-f`, `--cpu`, `--rt`, `--freq-min/max`.
+    pub meter: &'a MeterArgs,
     /// `--json`.
     pub json: bool,
     /// `--export-json`.
@@ -366,10 +358,7 @@ pub fn run(env: &Environment, a: RepeatArgs<'_>) -> Result<ExitCode, Failure> {
         },
         reference: 0,
         gate: None,
-        mechanism: a.mechanism,
-        domains: a.domains,
-        freq: a.freq,
-        sampler: a.sampler,
+        meter: a.meter,
         json: a.json,
         shell: "sh",
         prepare: a.prepare,

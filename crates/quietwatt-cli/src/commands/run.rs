@@ -1,12 +1,12 @@
 //! `quietwatt run -- CMD`: the energy of one command.
 
-use super::{rate_words, selection, SamplerArgs};
+use super::{rate_words, selection, MeterArgs};
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
 use quietwatt::command::measure_watched;
 use quietwatt::document::RunDocument;
 use quietwatt::source::Mode;
-use quietwatt::{EnergyReport, FreqArg, Hertz, Mechanism, Meter, Rate};
+use quietwatt::{EnergyReport, FreqArg, Hertz, Meter, Rate};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,18 +14,8 @@ use std::process::ExitCode;
 /// Arguments of `run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Mechanism to read (default: the best that works here).
-    #[arg(short, long)]
-    mechanism: Option<Mechanism>,
-    /// Domains to measure, comma-separated (package,core,uncore,dram,psys; default: all).
-    #[arg(short, long)]
-    domains: Option<String>,
-    /// Reads per second while the command runs, or `auto` to follow the machine's
-    /// load [default: 10, raised when a counter could wrap twice between reads]
-    #[arg(short, long, allow_negative_numbers = true)]
-    freq: Option<FreqArg>,
     #[command(flatten)]
-    sampler: SamplerArgs,
+    meter: MeterArgs,
     /// Print one JSON object (with an `overhead` object) instead of the table: on
     /// stdout, after whatever the command printed there (give `-o FILE` to keep
     /// them apart).
@@ -121,10 +111,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             super::repeat::RepeatArgs {
                 runs,
                 warmup: args.warmup.unwrap_or(0),
-                mechanism: args.mechanism,
-                domains: &args.domains,
-                freq: args.freq,
-                sampler: &args.sampler,
+                meter: &args.meter,
                 json: args.json,
                 export_json: args.export_json.as_deref(),
                 export_csv: args.export_csv.as_deref(),
@@ -136,18 +123,18 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         );
     }
     let in_kernel_freq = FreqArg::Fixed(Hertz::clamped(super::inkernel::DEFAULT_RUN_HZ));
-    let selection = selection(&args.domains)?;
+    let selection = selection(&args.meter.domains)?;
     let source = match super::inkernel::open(
         env,
-        args.mechanism,
+        args.meter.mechanism,
         &args.in_kernel,
-        args.freq.unwrap_or(in_kernel_freq),
+        args.meter.freq.unwrap_or(in_kernel_freq),
         &selection,
     ) {
         Ok(source) => source,
         // perf stat's habit: the command runs all the same, its energy unsupported
         // (a mechanism asked for by name that cannot open stays an error).
-        Err(f) if f.code() == NO_RAPL && args.mechanism.is_none() && !args.require_energy => {
+        Err(f) if f.code() == NO_RAPL && args.meter.mechanism.is_none() && !args.require_energy => {
             return run_unmeasured(&args, f)
         }
         Err(f) => return Err(f),
@@ -166,10 +153,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         // The kernel's rate, set when the source was opened.
         Mode::Buffered { freq, .. } => FreqArg::Fixed(freq),
         Mode::Polled => args
+            .meter
             .freq
             .unwrap_or_else(|| FreqArg::Fixed(super::default_freq(&meter))),
     };
-    let config = args.sampler.config(freq, &env.root)?;
+    let config = args.meter.sampler.config(freq, &env.root)?;
     // A fixed rate at which a counter could wrap twice unseen is raised by the
     // engine, with a warning in the summary and the JSON.
     let mut cmd = std::process::Command::new(&args.command[0]);
