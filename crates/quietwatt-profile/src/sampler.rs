@@ -158,6 +158,9 @@ impl Profiler {
             Target::System => (-1, true),
             Target::Process { pid } => (pid, false),
         };
+        // inherit follows only the tasks created after the open: a process's
+        // threads that exist already get events of their own (as `perf record -p`).
+        let tasks = if system_wide { vec![-1] } else { threads(pid) };
         let paranoid = perf_event_paranoid();
         let what = |e: SampledEvent, cpu: u32| match options.target {
             Target::System => format!("{} sampling on CPU {cpu} (system-wide)", e.name()),
@@ -175,63 +178,67 @@ impl Profiler {
                 paranoid,
             )
         };
-        let first = cpus.first().copied().unwrap_or(0);
+        let (first_task, first_cpu) = (tasks[0], cpus[0]);
+        let mut probe =
+            |e: SampledEvent| open(&mut attr(e, &options), first_task, first_cpu as i32);
         let (event, reason, first_fd) = match options.event {
             EventRequest::Only(e) => {
-                let fd = open(&mut attr(e, &options), pid, first as i32)
-                    .map_err(|s| err(e, first, s))?;
+                let fd = probe(e).map_err(|s| err(e, first_cpu, s))?;
                 (e, "asked for".to_string(), fd)
             }
-            EventRequest::Auto => {
-                match open(&mut attr(SampledEvent::Cycles, &options), pid, first as i32) {
-                    Ok(fd) => (
-                        SampledEvent::Cycles,
-                        "a hardware PMU counts cycles".to_string(),
+            EventRequest::Auto => match probe(SampledEvent::Cycles) {
+                Ok(fd) => (
+                    SampledEvent::Cycles,
+                    "a hardware PMU counts cycles".to_string(),
+                    fd,
+                ),
+                // No PMU (a VM without one: ENOENT), or one that cannot sample it.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL)
+                    ) =>
+                {
+                    let c = SampledEvent::CpuClock;
+                    let fd = probe(c).map_err(|s| err(c, first_cpu, s))?;
+                    (
+                        c,
+                        format!("cycles cannot be sampled here ({e}): no hardware PMU"),
                         fd,
-                    ),
-                    // No PMU (a VM without one: ENOENT), or one that cannot sample it.
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL)
-                        ) =>
-                    {
-                        let c = SampledEvent::CpuClock;
-                        let fd = open(&mut attr(c, &options), pid, first as i32)
-                            .map_err(|s| err(c, first, s))?;
-                        (
-                            c,
-                            format!("cycles cannot be sampled here ({e}): no hardware PMU"),
-                            fd,
-                        )
-                    }
-                    Err(e) => return Err(err(SampledEvent::Cycles, first, e)),
+                    )
+                }
+                Err(e) => return Err(err(SampledEvent::Cycles, first_cpu, e)),
+            },
+        };
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(cpus.len() * tasks.len());
+        let mut rings = Vec::with_capacity(cpus.len());
+        let mut first_fd = Some(first_fd);
+        for &cpu in &cpus {
+            // Every event of a CPU writes into the ring of its first.
+            let ring_fd = fds.len();
+            for &task in &tasks {
+                let fd = match first_fd.take() {
+                    Some(fd) => fd,
+                    None => match open(&mut attr(event, &options), task, cpu as i32) {
+                        Ok(fd) => fd,
+                        // A thread that exited since it was listed.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && task != pid => continue,
+                        Err(e) => return Err(err(event, cpu, e)),
+                    },
+                };
+                if let Some(to) = fds.get(ring_fd) {
+                    quietwatt_sys::perf::set_output(fd.as_fd(), to.as_fd()).map_err(|source| {
+                        ProfileError::Sys {
+                            what: format!("send thread {task}'s samples to CPU {cpu}'s ring"),
+                            source,
+                        }
+                    })?;
+                }
+                fds.push(fd);
+                if fds.len() == ring_fd + 1 {
+                    rings.push(map_ring(&fds[ring_fd], cpu, options.ring_pages, paranoid)?);
                 }
             }
-        };
-        let mut fds = vec![first_fd];
-        for &cpu in cpus.iter().skip(1) {
-            fds.push(
-                open(&mut attr(event, &options), pid, cpu as i32)
-                    .map_err(|s| err(event, cpu, s))?,
-            );
-        }
-        let mut rings = Vec::with_capacity(fds.len());
-        for (fd, &cpu) in fds.iter().zip(&cpus) {
-            rings.push(PerfRing::new(fd.as_fd(), options.ring_pages).map_err(|e| {
-                let what = format!("map the {} KiB perf ring of CPU {cpu}", options.ring_pages * 4);
-                match e.raw_os_error() {
-                    Some(libc::EPERM | libc::EACCES) => ProfileError::Permission {
-                        what,
-                        paranoid,
-                        fix: "the rings exceed kernel.perf_event_mlock_kb for this user: run as root, \
-                              raise it (`sudo sysctl kernel.perf_event_mlock_kb=4096`) or use fewer ring pages"
-                            .to_string(),
-                        source: e,
-                    },
-                    _ => ProfileError::Sys { what, source: e },
-                }
-            })?);
         }
         Ok(Profiler {
             rings,
@@ -280,12 +287,9 @@ impl Profiler {
     }
 
     fn enable(&self, on: bool) -> Result<()> {
-        for (fd, cpu) in self.fds.iter().zip(&self.cpus) {
+        for fd in &self.fds {
             quietwatt_sys::perf::enable(fd.as_fd(), on).map_err(|source| ProfileError::Sys {
-                what: format!(
-                    "{} sampling on CPU {cpu}",
-                    if on { "start" } else { "stop" }
-                ),
+                what: format!("{} sampling", if on { "start" } else { "stop" }),
                 source,
             })?;
         }
@@ -339,6 +343,42 @@ impl Profiler {
         }
         out.len() - before
     }
+}
+
+/// Maps the ring of CPU `cpu`'s first event.
+fn map_ring(fd: &OwnedFd, cpu: u32, pages: usize, paranoid: Option<i32>) -> Result<PerfRing> {
+    PerfRing::new(fd.as_fd(), pages).map_err(|e| {
+        let what = format!(
+            "map the {} KiB perf ring of CPU {cpu}",
+            pages * quietwatt_sys::ring::page_size() / 1024
+        );
+        match e.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => ProfileError::Permission {
+                what,
+                paranoid,
+                fix: "the rings exceed kernel.perf_event_mlock_kb for this user: run as root, \
+                      raise it (`sudo sysctl kernel.perf_event_mlock_kb=4096`) or use fewer ring pages"
+                    .to_string(),
+                source: e,
+            },
+            _ => ProfileError::Sys { what, source: e },
+        }
+    })
+}
+
+/// The threads of `pid` (`/proc/PID/task`), `pid` first; `pid` alone where they
+/// cannot be listed (its open then says why).
+fn threads(pid: i32) -> Vec<i32> {
+    let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|&t| t != pid)
+                .collect()
+        })
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids.insert(0, pid);
+    tids
 }
 
 /// The attributes of one sampling event of `e`, disabled.

@@ -129,6 +129,18 @@ pub fn enable(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     }
 }
 
+/// Sends `fd`'s records into the ring of `target` (an event on the same CPU with a
+/// mapped ring, `PERF_EVENT_IOC_SET_OUTPUT`): many events, one ring to drain.
+pub fn set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: SET_OUTPUT takes a descriptor number and touches no memory.
+    let r = unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// The kernel's id of a perf event (what `PERF_FORMAT_ID` reports beside its value).
 pub fn event_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
     let mut id = 0u64;
