@@ -33,12 +33,24 @@ use std::os::fd::{AsFd, OwnedFd};
 pub enum Target {
     /// Every task on every online CPU (`perf record -a`).
     System,
-    /// A process, its threads and the children it forks after the events are
-    /// opened (`inherit`).
+    /// A running process: its threads listed in `/proc/PID/task` when the events
+    /// are opened, and the threads and processes they start afterwards
+    /// (`inherit`). A thread started while the events are being opened can be
+    /// missed (as with `perf record -p`): to follow a command from its start, use
+    /// [`Target::Spawned`].
     Process {
         /// Its pid.
         pid: i32,
     },
+    /// The commands the calling thread spawns after [`Profiler::open`] (`fork`
+    /// then `exec`), their threads and children, from their `exec` on: the events
+    /// are opened on the calling thread, disabled, with `inherit` and
+    /// `enable_on_exec`, so a spawned child inherits them and they start at its
+    /// `exec` (how `perf record -- CMD` follows a command from its first
+    /// instruction). The calling thread itself and threads it starts without
+    /// `exec` are not sampled; [`Profiler::start`] enables nothing (the `exec`
+    /// does). Spawn only the command to profile from this thread while it is open.
+    Spawned,
 }
 
 /// The event that drives the sampling.
@@ -115,7 +127,9 @@ pub struct Counts {
     /// Samples drained.
     pub samples: u64,
     /// Samples the kernel could not write (a full ring): the sum of the
-    /// `PERF_RECORD_LOST` counts.
+    /// `PERF_RECORD_LOST` counts. The kernel writes that record at its next write
+    /// into the ring once there is room: samples lost after the last write of a
+    /// profile are never reported, so drain often enough that the ring never fills.
     pub lost: u64,
     /// `PERF_RECORD_LOST` records.
     pub lost_records: u64,
@@ -157,16 +171,25 @@ impl Profiler {
         let (pid, system_wide) = match options.target {
             Target::System => (-1, true),
             Target::Process { pid } => (pid, false),
+            Target::Spawned => (0, false),
         };
         // inherit follows only the tasks created after the open: a process's
         // threads that exist already get events of their own (as `perf record -p`).
-        let tasks = if system_wide { vec![-1] } else { threads(pid) };
+        let tasks = match options.target {
+            Target::Process { pid } => threads(pid),
+            Target::System => vec![-1],
+            Target::Spawned => vec![0],
+        };
         let paranoid = perf_event_paranoid();
         let what = |e: SampledEvent, cpu: u32| match options.target {
             Target::System => format!("{} sampling on CPU {cpu} (system-wide)", e.name()),
             Target::Process { pid } => {
                 format!("{} sampling of process {pid} on CPU {cpu}", e.name())
             }
+            Target::Spawned => format!(
+                "{} sampling of the commands this thread spawns, on CPU {cpu}",
+                e.name()
+            ),
         };
         let err = |e: SampledEvent, cpu: u32, source: io::Error| {
             open_error(
@@ -276,8 +299,12 @@ impl Profiler {
         self.counts
     }
 
-    /// Starts sampling on every CPU.
+    /// Starts sampling on every CPU (for [`Target::Spawned`], nothing: the
+    /// command's `exec` starts it, and enabling would sample the calling thread).
     pub fn start(&self) -> Result<()> {
+        if self.options.target == Target::Spawned {
+            return Ok(());
+        }
         self.enable(true)
     }
 
@@ -404,7 +431,8 @@ fn attr(e: SampledEvent, o: &Options) -> perf_event_attr {
     a.clockid = libc::CLOCK_MONOTONIC;
     a.set_exclude_kernel(u64::from(!o.kernel));
     a.set_exclude_hv(1);
-    a.set_inherit(u64::from(matches!(o.target, Target::Process { .. })));
+    a.set_inherit(u64::from(o.target != Target::System));
+    a.set_enable_on_exec(u64::from(o.target == Target::Spawned));
     a
 }
 
@@ -466,6 +494,8 @@ mod tests {
         assert_eq!((a.use_clockid(), a.clockid), (1, libc::CLOCK_MONOTONIC));
         assert_eq!((a.inherit(), a.disabled(), a.exclude_kernel()), (1, 1, 0));
         assert_ne!(a.sample_type & PERF_SAMPLE_CALLCHAIN as u64, 0);
+        let c = attr(SampledEvent::CpuClock, &Options::new(Target::Spawned));
+        assert_eq!((c.inherit(), c.enable_on_exec(), c.disabled()), (1, 1, 1));
         let s = attr(
             SampledEvent::Cycles,
             &Options {
