@@ -13,8 +13,11 @@ use crate::stack::StackTable;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
-/// Names a frame. A frame that cannot be named must still get a name (its
-/// address): frames never vanish.
+/// Names a frame: the seam where a symbolizer (blazesym, next) comes in. A frame
+/// that cannot be named must still get a name (its address, its module and
+/// offset): frames never vanish. Every frame of a part but its leaf is a return
+/// address, one instruction past the call: a symbolizer that resolves lines should
+/// look up `ip - 1` for those (the [`crate::Stack`] says which is the leaf).
 pub trait Symbolizer {
     /// The name of the frame at `ip` in process `pid`; `kernel` for a kernel
     /// address.

@@ -46,16 +46,19 @@
 //! );
 //! ```
 //!
-//! Sampling a process (root, CAP_PERFMON, or a low `perf_event_paranoid`):
+//! Sampling a command from its start (root, CAP_PERFMON, or
+//! `perf_event_paranoid` <= 1 for kernel stacks):
 //!
 //! ```no_run
 //! use quietwatt_profile::{Options, Profiler, StackTable, Target};
 //!
-//! let mut profiler = Profiler::open(Options::new(Target::Process { pid: 1234 }))?;
+//! // Opened before the spawn: the command inherits the events at its fork and
+//! // they start at its exec.
+//! let mut profiler = Profiler::open(Options::new(Target::Spawned))?;
 //! println!("sampling {} ({})", profiler.event().event.name(), profiler.event().reason);
+//! let mut child = std::process::Command::new("gzip").arg("-9k").arg("big.tar").spawn().unwrap();
 //! let (mut table, mut samples) = (StackTable::new(), Vec::new());
-//! profiler.start()?;
-//! for _ in 0..100 {
+//! while child.try_wait().unwrap().is_none() {
 //!     std::thread::sleep(std::time::Duration::from_millis(10));
 //!     profiler.drain(&mut table, &mut samples);
 //! }

@@ -264,3 +264,32 @@ fn asking_for_cpu_clock_is_reported_as_asked() {
     assert_eq!(profiler.event().reason, "asked for");
     assert!(!profiler.cpus().is_empty());
 }
+
+#[test]
+fn system_wide_sampling_sees_the_child_among_every_task() {
+    let mut child = Spinner::spawn();
+    child.wait_for("qw-ready");
+    let pid = child.pid();
+    let mut profiler = match Profiler::open(Options::new(Target::System)) {
+        Ok(p) => p,
+        Err(e) => panic!(
+            "NEEDS system-wide perf_event_open (root, CAP_PERFMON or perf_event_paranoid <= 0): {e}"
+        ),
+    };
+    profiler.start().unwrap();
+    let (mut table, mut samples) = (StackTable::new(), Vec::new());
+    let window = child.run(&mut profiler, &mut table, &mut samples);
+    profiler.stop().unwrap();
+    profiler.drain(&mut table, &mut samples);
+    let cpus = profiler.cpus();
+    assert!(samples.iter().all(|s| cpus.contains(&s.cpu)));
+    let of_child = samples
+        .iter()
+        .filter(|s| s.pid == pid && (window.0..=window.1).contains(&s.time_ns))
+        .count();
+    assert!(
+        of_child > 0,
+        "the spin is not among {} samples",
+        samples.len()
+    );
+}
