@@ -190,18 +190,18 @@ mod tests {
     #[test]
     fn folded_lines_are_root_first_merged_and_add_up_to_the_measured_energy() {
         let mut table = StackTable::new();
-        let a = table.intern(Stack {
+        let a = table.intern(&Stack {
             pid: 1,
             kernel: vec![0xff01],
             user: vec![0x12, 0x11],
         });
         // Another process, same addresses: the same line once named.
-        let b = table.intern(Stack {
+        let b = table.intern(&Stack {
             pid: 2,
             kernel: vec![0xff01],
             user: vec![0x12, 0x11],
         });
-        let c = table.intern(Stack {
+        let c = table.intern(&Stack {
             pid: 1,
             kernel: vec![],
             user: vec![0x13],

@@ -29,8 +29,8 @@
 //! use quietwatt_profile::{split_energy, write_folded, Addresses, EnergyInterval, Stack, StackSample, StackTable};
 //!
 //! let mut table = StackTable::new();
-//! let hot = table.intern(Stack { pid: 7, kernel: vec![], user: vec![0x1010, 0x1000] });
-//! let cold = table.intern(Stack { pid: 7, kernel: vec![], user: vec![0x2000] });
+//! let hot = table.intern(&Stack { pid: 7, kernel: vec![], user: vec![0x1010, 0x1000] });
+//! let cold = table.intern(&Stack { pid: 7, kernel: vec![], user: vec![0x2000] });
 //! let at = |time_ns, period, stack| StackSample { time_ns, pid: 7, tid: 7, cpu: 0, period, stack };
 //! let samples = [at(400_000, 750_000, hot), at(900_000, 250_000, cold)];
 //! let energy = [EnergyInterval { package: 0, start_ns: 0, end_ns: 1_000_000, energy_uj: 1_000 }];

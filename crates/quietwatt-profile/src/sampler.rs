@@ -113,6 +113,8 @@ impl Options {
     pub fn new(target: Target) -> Options {
         Options {
             target,
+            // Prime, near 1 kHz: not in lockstep with 1 kHz timers (the energy
+            // sampler's among them), which would bias what the samples see.
             frequency_hz: 997,
             kernel: true,
             event: EventRequest::Auto,
@@ -339,7 +341,7 @@ impl Profiler {
                     PERF_RECORD_SAMPLE => match parse_sample(&self.buf, &mut self.stack) {
                         Some(h) => {
                             self.counts.samples += 1;
-                            let stack = table.intern(self.stack.clone());
+                            let stack = table.intern(&self.stack);
                             out.push(StackSample {
                                 time_ns: h.time_ns,
                                 pid: h.pid,

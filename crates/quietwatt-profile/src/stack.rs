@@ -57,14 +57,15 @@ impl StackTable {
         StackTable::default()
     }
 
-    /// The id of `stack`, added if new.
-    pub fn intern(&mut self, stack: Stack) -> StackId {
-        if let Some(&id) = self.ids.get(&stack) {
+    /// The id of `stack`, added (copied) if new: a stack seen before costs a
+    /// lookup, no allocation.
+    pub fn intern(&mut self, stack: &Stack) -> StackId {
+        if let Some(&id) = self.ids.get(stack) {
             return id;
         }
         let id = StackId(u32::try_from(self.stacks.len()).unwrap_or(u32::MAX));
         self.stacks.push(stack.clone());
-        self.ids.insert(stack, id);
+        self.ids.insert(stack.clone(), id);
         id
     }
 
@@ -263,9 +264,9 @@ pub(crate) mod tests {
         };
         let mut b = a.clone();
         b.pid = 2;
-        let ia = t.intern(a.clone());
-        assert_eq!(t.intern(a.clone()), ia);
-        assert_ne!(t.intern(b), ia);
+        let ia = t.intern(&a);
+        assert_eq!(t.intern(&a), ia);
+        assert_ne!(t.intern(&b), ia);
         assert_eq!((t.len(), t.get(ia)), (2, Some(&a)));
     }
 }
