@@ -56,6 +56,36 @@ pub fn open_task_event(attr: &mut perf_event_attr, pid: i32) -> io::Result<Owned
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `perf_event_open(attr, pid, cpu, group_fd, FD_CLOEXEC)` with every argument
+/// given: `pid` -1 for every task on `cpu`, `cpu` -1 for `pid` on any CPU, both
+/// set for `pid` on `cpu` only (what a sampling event with `inherit` needs to be
+/// mapped: the kernel refuses to mmap an inherited event of `cpu` -1).
+pub fn open_event(
+    attr: &mut perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    group_fd: Option<BorrowedFd<'_>>,
+) -> io::Result<OwnedFd> {
+    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+    let group = group_fd.map_or(-1, |fd| fd.as_raw_fd());
+    // SAFETY: as in `open_cpu_event`: an initialised attr that outlives the call;
+    // a sampling event writes into its own ring, no memory of this process.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(
+            attr,
+            pid,
+            cpu,
+            group,
+            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Opens a system-wide counting event: `attr.type = pmu_type`, `attr.config =
 /// config`, counting (sample period 0), enabled at once, no `exclude_*` bit, and
 /// `read_format = 0` so that a `read()` returns the bare 64-bit count.
@@ -92,6 +122,18 @@ pub fn enable(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
             ioctls::DISABLE(fd.as_raw_fd(), 0)
         }
     };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sends `fd`'s records into the ring of `target` (an event on the same CPU with a
+/// mapped ring, `PERF_EVENT_IOC_SET_OUTPUT`): many events, one ring to drain.
+pub fn set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: SET_OUTPUT takes a descriptor number and touches no memory.
+    let r = unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {

@@ -282,6 +282,26 @@ impl PerfRing {
         (kind, size, body)
     }
 
+    /// Copies the whole record at `pos` (which must be below a head already
+    /// acquired) into `buf` without its header, however long (a sample with a call
+    /// chain can exceed [`MAX_RECORD`]; a record is at most 64 KiB); returns its
+    /// type and its full size (the step to the next record). `buf` keeps its memory
+    /// between calls.
+    pub fn read_record(&self, pos: u64, buf: &mut Vec<u8>) -> (u32, u64) {
+        let mut hdr = [0u8; 8];
+        self.copy(pos, &mut hdr);
+        let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+        let size = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
+        buf.clear();
+        if size < 8 {
+            // As in `read`: a zero step would loop forever.
+            return (0, u64::MAX);
+        }
+        buf.resize((size - 8) as usize, 0);
+        self.copy(pos + 8, buf);
+        (kind, size)
+    }
+
     /// Copies `out.len()` bytes from ring position `pos`, wrapping at the end.
     fn copy(&self, pos: u64, out: &mut [u8]) {
         let size = self.data_size;
@@ -300,6 +320,39 @@ impl PerfRing {
 mod tests {
     use super::*;
     use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+
+    #[test]
+    fn a_perf_record_longer_than_max_record_is_read_whole_across_the_wrap() {
+        let page = page_size();
+        // SAFETY: a new anonymous file; the name is a NUL-terminated literal.
+        let raw = unsafe { libc::memfd_create(c"qw-perf-ring".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        // SAFETY: the kernel just returned this descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // A control page (data offset and size 0: the data starts at the next
+        // page) and one data page.
+        rustix::fs::ftruncate(&fd, (2 * page) as u64).unwrap();
+        let body: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let size = (8 + body.len()) as u16;
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&9u32.to_ne_bytes()); // PERF_RECORD_SAMPLE
+        rec.extend_from_slice(&0u16.to_ne_bytes());
+        rec.extend_from_slice(&size.to_ne_bytes());
+        rec.extend_from_slice(&body);
+        // Starts 100 bytes before the end of the data: wraps.
+        let start = page - 100;
+        let (first, rest) = rec.split_at(100);
+        rustix::io::pwrite(&fd, first, (page + start) as u64).unwrap();
+        rustix::io::pwrite(&fd, rest, page as u64).unwrap();
+        let ring = PerfRing::new(fd.as_fd(), 1).unwrap();
+        let mut buf = Vec::new();
+        let (kind, step) = ring.read_record(start as u64, &mut buf);
+        assert_eq!((kind, step), (9, u64::from(size)));
+        assert_eq!(buf, body);
+        // The fixed-size read truncates the same record to MAX_RECORD.
+        let mut small = [0u8; MAX_RECORD];
+        assert_eq!(ring.read(start as u64, &mut small).2, MAX_RECORD);
+    }
 
     #[test]
     fn the_bpf_ring_hands_over_submitted_records_skips_discarded_ones_and_stops_at_busy() {
