@@ -369,8 +369,15 @@ fn summary(
         joules(attributed),
         share(attributed, measured)
     );
+    // System-wide, cpu-clock samples the idle task too: its stacks take the idle
+    // energy, and only intervals with no sample at all stay unattributed.
+    let why = if o.status.is_some() {
+        "no sample of the command on the package in the interval: idle, before its exec, after its exit"
+    } else {
+        "no sample on the package in the interval"
+    };
     eprintln!(
-        "  unattributed {} J ({:.1} %): no sample on the package in the interval (idle, before the exec, after the exit)",
+        "  unattributed {} J ({:.1} %): {why}",
         joules(unattributed),
         share(unattributed, measured)
     );

@@ -148,6 +148,35 @@ fn the_flame_graph_is_well_formed_and_names_the_joules_and_the_mechanism() {
     );
 }
 
+#[test]
+fn a_system_wide_profile_conserves_the_package_energy_too() {
+    let m = common::mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("all.folded");
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "-a",
+            "--duration",
+            "300ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let s = summary(&o);
+    assert_eq!(s["exit_code"], serde_json::Value::Null);
+    let total: u64 = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, u(&s, "package_uj"));
+    assert!(u(&s, "samples") > 0, "{s}");
+}
+
 /// Runs `profile ARGS` in `dir` (bad input needs no emulator: it is refused
 /// before one is mounted) and checks the refusal.
 fn refused(dir: &Path, args: &[&str], code: i32, says: &str) {
