@@ -399,3 +399,39 @@ fn summary(
     }
     eprintln!("  wrote {} ({})", output.display(), format.name());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused perf_event_open keeps the library's fix and exits 69 (nothing can
+    /// profile here as this user), not 1.
+    #[test]
+    fn a_refused_open_exits_69_with_its_fix() {
+        let e = RunError::Profile(ProfileError::Permission {
+            what: "cpu-clock sampling on CPU 0 (system-wide)".into(),
+            paranoid: Some(2),
+            fix: "kernel.perf_event_paranoid is 2; ... `sudo sysctl kernel.perf_event_paranoid=0`, or the CAP_PERFMON capability".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        });
+        let f = failure(e);
+        assert_eq!(f.code(), NO_RAPL);
+        assert!(
+            f.message().contains("perf_event_open refused"),
+            "{}",
+            f.message()
+        );
+        assert!(f.message().contains("CAP_PERFMON"), "{}", f.message());
+        let missing = failure(RunError::Spawn {
+            program: "nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        assert_eq!(missing.code(), crate::exit::NOT_FOUND);
+    }
+
+    #[test]
+    fn joules_are_written_from_integer_microjoules() {
+        assert_eq!(joules(7_980_021), "7.980021");
+        assert_eq!(joules(5), "0.000005");
+    }
+}
