@@ -125,6 +125,15 @@ Examples:
   sudo quietwatt top --by cgroup          live, on a terminal
   sudo quietwatt top -b -n 5 > watts.txt  five updates as plain text (batch mode)";
 
+/// `quietwatt profile --help`.
+pub const PROFILE: &str = "\
+Examples:
+  quietwatt profile -o energy.svg -- ./bench      an energy flame graph of a command
+  quietwatt profile -o p.folded -F 499 -- make    folded stacks (µJ counts), 499 Hz
+  quietwatt profile -a --duration 10s -o all.svg  the whole machine for 10 s
+Kernel stacks need root, CAP_PERFMON or kernel.perf_event_paranoid <= 1 (-a: <= 0);
+--user-only profiles a command of one's own with the default 2.";
+
 /// `quietwatt emulate --help`.
 pub const EMULATE: &str = "\
 Examples:

@@ -101,6 +101,11 @@ enum Command {
     /// switch; root and a kernel with BTF): p processes, c cgroups, q quit.
     #[command(after_help = help::TOP_CMD)]
     Top(commands::top::Args),
+    /// Where in the code the energy went: call stacks sampled with perf_event on the
+    /// energy clock, each 1 ms package interval's energy split among them (µJ,
+    /// conserved), written as an energy flame graph (SVG) or folded stacks.
+    #[command(after_help = help::PROFILE)]
+    Profile(commands::profile::Args),
     /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
     #[command(after_help = help::EMULATE)]
     Emulate(emulate_cmd::EmulateArgs),
@@ -165,6 +170,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
     if let Command::Compare(a) = &cli.command {
         a.check()?;
     }
+    if let Command::Profile(a) = &cli.command {
+        a.check()?;
+    }
     let env = emulated::Environment::prepare(&cli.root, cli.emulate)?;
     match cli.command {
         Command::List(a) => commands::list::run(&env, a),
@@ -178,6 +186,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Model(a) => commands::model::run(&env, a),
         Command::Serve(a) => commands::serve::run(&env, a),
         Command::Top(a) => commands::top::run(&env, a),
+        Command::Profile(a) => commands::profile::run(&env, a),
         Command::Emulate(_) => unreachable!("handled above"),
     }
 }

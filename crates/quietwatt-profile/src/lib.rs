@@ -16,8 +16,13 @@
 //! - [`folded`]: folded stacks with µJ counts, frames named through the
 //!   [`Symbolizer`] seam ([`Addresses`], [`Modules`]).
 //! - [`error`]: typed errors; a refused `perf_event_open` names its fix.
+//! - [`profile`]: one profile end to end ([`run_profile`]): the engine's 1 kHz
+//!   energy session and the profiler around a command or the whole machine, the
+//!   rows turned into exact µJ intervals, the split; DRAM reported, not split.
+//! - [`output`]: the outputs ([`NamedStacks`]): folded stacks, an energy flame
+//!   graph (SVG, inferno), the top functions by self energy.
 //!
-//! Not yet: symbol names (blazesym), the CLI, SVG, pprof and Perfetto outputs.
+//! Not yet: symbol names (blazesym), pprof and Perfetto outputs.
 //!
 //! # Example
 //!
@@ -71,12 +76,16 @@
 
 pub mod error;
 pub mod folded;
+pub mod output;
+pub mod profile;
 pub mod sampler;
 pub mod split;
 pub mod stack;
 
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
+pub use output::{Format, FunctionEnergy, NamedStacks};
+pub use profile::{run_profile, Hooks, ProfileOutcome, ProfileRun, RunError, Workload};
 pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledEvent, Target};
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};
 pub use stack::{Stack, StackId, StackSample, StackTable};

@@ -11,6 +11,7 @@ pub mod inkernel;
 pub mod lab;
 pub mod list;
 pub mod model;
+pub mod profile;
 pub mod record;
 pub mod record_errors;
 pub mod repeat;

@@ -22,6 +22,7 @@ mod measurement;
 mod model_cli;
 mod model_warning;
 mod parquet;
+mod profile;
 mod record_stop;
 mod recording_edges;
 mod serve;

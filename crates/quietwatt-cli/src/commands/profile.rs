@@ -1,0 +1,437 @@
+//! `quietwatt profile -- CMD` and `quietwatt profile -a --duration S`: where in
+//! the code the energy went. The work is `quietwatt_profile::run_profile`'s; here
+//! the flags, the summary's wording, the exit codes.
+
+use crate::emulated::Environment;
+use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
+use quietwatt_profile::{
+    EventRequest, Format, Hooks, Modules, NamedStacks, Options, ProfileError, ProfileOutcome,
+    ProfileRun, RunError, SampledEvent, Target, Workload,
+};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The output when `-o` is not given.
+const DEFAULT_OUTPUT: &str = "profile.svg";
+
+/// How many functions the summary lists.
+const TOP: usize = 10;
+
+/// Output formats by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Folded stacks with µJ counts (inferno-flamegraph, flamegraph.pl).
+    Folded,
+    /// An energy flame graph, widths in µJ.
+    Svg,
+}
+
+/// The stack-sampling event by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventArg {
+    /// cycles where a hardware PMU counts them, cpu-clock otherwise.
+    Auto,
+    /// Hardware CPU cycles only.
+    Cycles,
+    /// The software cpu-clock (CPU time) only.
+    CpuClock,
+}
+
+/// Arguments of `profile`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The output file; its extension chooses the format (.svg, .folded) unless
+    /// --format does [default: profile.svg]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The output's format (default: from -o's extension).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<FormatArg>,
+    /// Stack samples per second per CPU (as perf record -F).
+    #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = 997,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    freq: u64,
+    /// The event that drives the sampling.
+    #[arg(long, value_enum, default_value_t = EventArg::Auto)]
+    event: EventArg,
+    /// User-space stacks only (no kernel frames): a profile of one's own command
+    /// then needs only kernel.perf_event_paranoid <= 2.
+    #[arg(long)]
+    user_only: bool,
+    /// The whole machine (every task on every CPU) instead of a command; needs
+    /// --duration.
+    #[arg(short = 'a', long = "all-cpus")]
+    all_cpus: bool,
+    /// How long a system-wide profile (-a) lasts: 10, 2.5s, 500ms, 2m.
+    #[arg(long, value_name = "TIME")]
+    duration: Option<String>,
+    /// The energy mechanism to read (default: the best that works here).
+    #[arg(short, long)]
+    mechanism: Option<quietwatt::Mechanism>,
+    /// Print the summary as one JSON object on stdout (after what the command
+    /// printed there).
+    #[arg(long)]
+    json: bool,
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+impl Args {
+    /// Refuses bad input before anything is mounted, run or written.
+    pub fn check(&self) -> Result<(), Failure> {
+        match (self.all_cpus, self.command.is_empty(), &self.duration) {
+            (true, false, _) => {
+                return Err(Failure::usage(
+                    "-a profiles the whole machine, a command its own process tree: give one or the other",
+                ))
+            }
+            (true, true, None) => {
+                return Err(Failure::usage(
+                    "-a needs --duration (how long to profile the whole machine), e.g. `quietwatt profile -a --duration 10s`",
+                ))
+            }
+            (false, true, _) => {
+                return Err(Failure::usage(
+                    "nothing to profile: give a command after `--` (`quietwatt profile -- ./bench`) or -a --duration S for the whole machine",
+                ))
+            }
+            (false, false, Some(_)) => {
+                return Err(Failure::usage(
+                    "--duration is for -a (a command is profiled until it ends): leave it out, or add -a instead of the command",
+                ))
+            }
+            _ => {}
+        }
+        self.duration()?;
+        self.format()?;
+        super::exports::checked(&[], &[("-o", Some(self.output().as_path()))])?;
+        Ok(())
+    }
+
+    fn output(&self) -> PathBuf {
+        self.output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_OUTPUT))
+    }
+
+    fn format(&self) -> Result<Format, Failure> {
+        match self.format {
+            Some(FormatArg::Folded) => Ok(Format::Folded),
+            Some(FormatArg::Svg) => Ok(Format::Svg),
+            None => Format::from_path(&self.output()).ok_or_else(|| {
+                Failure::usage(format!(
+                    "-o {}: the format cannot be told from its extension: name it .svg or .folded, or give --format svg|folded",
+                    self.output().display()
+                ))
+            }),
+        }
+    }
+
+    fn duration(&self) -> Result<Option<Duration>, Failure> {
+        self.duration
+            .as_deref()
+            .map(|d| {
+                super::parse_duration(d)
+                    .map_err(|e| Failure::usage(format!("invalid --duration {d:?}: {e}")))
+            })
+            .transpose()
+    }
+}
+
+/// Profiles, writes the output, prints the summary; exits with the command's code.
+pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
+    args.check()?;
+    let (output, format) = (args.output(), args.format()?);
+    let mut run = ProfileRun::new(env.root.clone());
+    run.mechanism = args.mechanism;
+    run.sampler = Options {
+        frequency_hz: args.freq,
+        kernel: !args.user_only,
+        event: match args.event {
+            EventArg::Auto => EventRequest::Auto,
+            EventArg::Cycles => EventRequest::Only(SampledEvent::Cycles),
+            EventArg::CpuClock => EventRequest::Only(SampledEvent::CpuClock),
+        },
+        ..Options::new(Target::Spawned)
+    };
+    let workload = match args.duration()? {
+        Some(duration) if args.all_cpus => Workload::SystemWide { duration },
+        _ => {
+            let mut cmd = std::process::Command::new(&args.command[0]);
+            cmd.args(&args.command[1..]);
+            Workload::Command(cmd)
+        }
+    };
+    crate::signals::install();
+    let mut modules = Modules::new();
+    let outcome = {
+        let mut child = crate::signals::forward_to_command;
+        let mut seen = |pid: u32| {
+            modules.snapshot(pid);
+        };
+        let mut hooks = Hooks {
+            child: &mut child,
+            process_seen: &mut seen,
+            stop: Some(&crate::signals::STOP),
+        };
+        quietwatt_profile::run_profile(&run, workload, &mut hooks).map_err(failure)?
+    };
+    let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut modules, true);
+    let title = title(&outcome);
+    let subtitle = subtitle(env, &args, &outcome);
+    let mut file = Vec::new();
+    let written = match format {
+        Format::Folded => named.write_folded(&mut file),
+        Format::Svg => named.write_svg(&mut file, &title, &subtitle),
+    }
+    .and_then(|()| std::fs::write(&output, &file));
+    if let Err(e) = written {
+        return Err(Failure::new(
+            OUTPUT,
+            format!("cannot write -o {}: {e}", output.display()),
+        ));
+    }
+    summary(env, &args, &outcome, &named, &output, format);
+    Ok(match outcome.status {
+        Some(s) => ExitCode::from(super::exit_code(s).clamp(0, 255) as u8),
+        None if crate::signals::STOP.load(std::sync::atomic::Ordering::Relaxed) => {
+            ExitCode::from(crate::signals::stopped_status())
+        }
+        None => ExitCode::SUCCESS,
+    })
+}
+
+/// A profile's error for a person, with its exit code: a refused perf_event_open
+/// keeps the library's fix (the sysctl, CAP_PERFMON, root).
+fn failure(e: RunError) -> Failure {
+    match e {
+        RunError::Energy(e) => Failure::from(e),
+        RunError::Spawn { program, source } => crate::exit::spawn(&program, &source),
+        RunError::Profile(e @ ProfileError::Permission { .. }) => {
+            Failure::new(NO_RAPL, e.to_string())
+        }
+        RunError::NoPackage { .. } => Failure::new(NO_RAPL, e.to_string()),
+        e => Failure::new(MEASUREMENT, e.to_string()),
+    }
+}
+
+/// Joules from µJ, as the summary writes them.
+fn joules(uj: u64) -> String {
+    format!("{}.{:06}", uj / 1_000_000, uj % 1_000_000)
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+/// The flame graph's title: the total and how it was measured and sampled.
+fn title(o: &ProfileOutcome) -> String {
+    format!(
+        "energy: {:.3} J package ({}), {} @ {} Hz",
+        o.package_total_uj() as f64 / 1e6,
+        o.mechanism,
+        o.event.event.name(),
+        o.frequency_hz
+    )
+}
+
+/// What the flame graph says under its title: the workload, DRAM, the emulator.
+fn subtitle(env: &Environment, args: &Args, o: &ProfileOutcome) -> String {
+    let what = if args.all_cpus {
+        format!("every CPU for {:.1} s", o.wall.as_secs_f64())
+    } else {
+        args.command.join(" ")
+    };
+    let mut s = format!(
+        "{what}; {} attributed, {} J unattributed",
+        joules(o.energy.accounted_uj() - o.energy.unattributed.total_uj()),
+        joules(o.energy.unattributed.total_uj())
+    );
+    if let Some(d) = o.dram_total_uj() {
+        s.push_str(&format!("; DRAM {} J (not split)", joules(d)));
+    }
+    if env.is_emulated() {
+        s.push_str("; EMULATED RAPL");
+    }
+    s
+}
+
+/// The terminal summary (stderr), or the JSON object (stdout).
+fn summary(
+    env: &Environment,
+    args: &Args,
+    o: &ProfileOutcome,
+    named: &NamedStacks,
+    output: &std::path::Path,
+    format: Format,
+) {
+    let measured = o.package_total_uj();
+    let unattributed = o.energy.unattributed.total_uj();
+    let attributed = o.energy.accounted_uj() - unattributed;
+    let top = named.top_functions(TOP);
+    if args.json {
+        let top: Vec<serde_json::Value> = top
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "function": f.name, "self_uj": f.self_uj, "total_uj": f.total_uj,
+                    "self_share": share(f.self_uj, measured) / 100.0,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "mechanism": o.mechanism.name(),
+            "emulated": env.is_emulated(),
+            "event": o.event.event.name(),
+            "event_reason": o.event.reason,
+            "frequency_hz": o.frequency_hz,
+            "samples": o.counts.samples,
+            "lost": o.counts.lost,
+            "throttled": o.counts.throttled,
+            "stacks": o.table.len(),
+            "package_uj": measured,
+            "attributed_uj": attributed,
+            "unattributed_uj": unattributed,
+            "idle_uj": o.energy.idle_uj,
+            "idle_power": o.energy.idle_label,
+            "dram_uj": o.dram_total_uj(),
+            "dram_split": false,
+            "intervals": o.energy.intervals,
+            "empty_intervals": o.energy.empty_intervals,
+            "samples_outside": o.energy.samples_outside,
+            "wall_s": o.wall.as_secs_f64(),
+            "exit_code": o.status.map(super::exit_code),
+            "output": output.display().to_string(),
+            "format": format.name(),
+            "top_self": top,
+        });
+        println!("{doc}");
+        return;
+    }
+    for w in o.measurement.warnings() {
+        eprintln!("quietwatt: warning: {w}");
+    }
+    if o.counts.lost > 0 {
+        eprintln!(
+            "quietwatt: warning: {} stack samples lost (the kernel's ring was full {} times): their energy went to the samples kept",
+            o.counts.lost, o.counts.lost_records
+        );
+    }
+    if o.rows_dropped > 0 {
+        eprintln!(
+            "quietwatt: warning: {} energy rows dropped before they were read: their energy is in no interval",
+            o.rows_dropped
+        );
+    }
+    let emulated = if env.is_emulated() {
+        " [EMULATED RAPL]"
+    } else {
+        ""
+    };
+    eprintln!(
+        "quietwatt profile{emulated}: {} in {:.2} s",
+        match o.status {
+            Some(s) => format!("{} (exit {})", args.command.join(" "), super::exit_code(s)),
+            None => "every CPU".to_string(),
+        },
+        o.wall.as_secs_f64()
+    );
+    eprintln!(
+        "  stacks       {} @ {} Hz per CPU: {}",
+        o.event.event.name(),
+        o.frequency_hz,
+        o.event.reason
+    );
+    eprintln!(
+        "  samples      {} ({} lost, {} throttled), {} distinct stacks",
+        o.counts.samples,
+        o.counts.lost,
+        o.counts.throttled,
+        o.table.len()
+    );
+    let dram = o.dram_total_uj().map_or(String::new(), |d| {
+        format!("; DRAM {} J beside it, not split", joules(d))
+    });
+    eprintln!(
+        "  energy       {} J package ({}, {} Hz){dram}",
+        joules(measured),
+        o.mechanism,
+        quietwatt_profile::profile::ENERGY_HZ
+    );
+    eprintln!(
+        "  attributed   {} J ({:.1} %) to the stacks sampled",
+        joules(attributed),
+        share(attributed, measured)
+    );
+    // System-wide, cpu-clock samples the idle task too: its stacks take the idle
+    // energy, and only intervals with no sample at all stay unattributed.
+    let why = if o.status.is_some() {
+        "no sample of the command on the package in the interval: idle, before its exec, after its exit"
+    } else {
+        "no sample on the package in the interval"
+    };
+    eprintln!(
+        "  unattributed {} J ({:.1} %): {why}",
+        joules(unattributed),
+        share(unattributed, measured)
+    );
+    if !top.is_empty() {
+        eprintln!("  top functions by self energy:");
+        eprintln!(
+            "    {:>7}  {:>10}  {:>10}  function",
+            "share", "self J", "total J"
+        );
+        for f in &top {
+            eprintln!(
+                "    {:>6.1} %  {:>10}  {:>10}  {}",
+                share(f.self_uj, measured),
+                joules(f.self_uj),
+                joules(f.total_uj),
+                f.name
+            );
+        }
+    }
+    eprintln!("  wrote {} ({})", output.display(), format.name());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused perf_event_open keeps the library's fix and exits 69 (nothing can
+    /// profile here as this user), not 1.
+    #[test]
+    fn a_refused_open_exits_69_with_its_fix() {
+        let e = RunError::Profile(ProfileError::Permission {
+            what: "cpu-clock sampling on CPU 0 (system-wide)".into(),
+            paranoid: Some(2),
+            fix: "kernel.perf_event_paranoid is 2; ... `sudo sysctl kernel.perf_event_paranoid=0`, or the CAP_PERFMON capability".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        });
+        let f = failure(e);
+        assert_eq!(f.code(), NO_RAPL);
+        assert!(
+            f.message().contains("perf_event_open refused"),
+            "{}",
+            f.message()
+        );
+        assert!(f.message().contains("CAP_PERFMON"), "{}", f.message());
+        let missing = failure(RunError::Spawn {
+            program: "nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        assert_eq!(missing.code(), crate::exit::NOT_FOUND);
+    }
+
+    #[test]
+    fn joules_are_written_from_integer_microjoules() {
+        assert_eq!(joules(7_980_021), "7.980021");
+        assert_eq!(joules(5), "0.000005");
+    }
+}

@@ -1,0 +1,203 @@
+//! A profile's outputs: folded stacks ([`crate::write_folded`]), an energy flame
+//! graph as SVG (inferno's plotting, widths in µJ), and the top functions by
+//! energy for a terminal summary. Frames are named by a [`Symbolizer`], once, and
+//! every output is made from the same named lines.
+
+use crate::folded::{write_folded, Symbolizer};
+use crate::split::StackEnergy;
+use crate::stack::StackTable;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// An output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Folded stacks, µJ counts (`.folded`).
+    Folded,
+    /// An energy flame graph (`.svg`).
+    Svg,
+}
+
+impl Format {
+    /// The format a path's extension names (`.folded`, `.svg`), if any.
+    pub fn from_path(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()? {
+            "folded" => Some(Format::Folded),
+            "svg" => Some(Format::Svg),
+            _ => None,
+        }
+    }
+
+    /// The format of a `--format` word (`folded`, `svg`).
+    pub fn from_name(name: &str) -> Option<Format> {
+        match name {
+            "folded" => Some(Format::Folded),
+            "svg" => Some(Format::Svg),
+            _ => None,
+        }
+    }
+
+    /// Its word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Folded => "folded",
+            Format::Svg => "svg",
+        }
+    }
+}
+
+/// A profile's stacks, named: each distinct named stack (root first, frames
+/// joined by `;`) with its µJ, plus the `[unattributed]` line. Made once, every
+/// output comes from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamedStacks {
+    /// `frame;frame;frame COUNT` lines, sorted, as [`write_folded`] writes them.
+    pub folded: String,
+}
+
+impl NamedStacks {
+    /// Names every stack of `energy` with `sym`; with `unattributed`, a last
+    /// `[unattributed]` line holds what no stack got (so the counts add up to the
+    /// measured energy).
+    pub fn new(
+        table: &StackTable,
+        energy: &StackEnergy,
+        sym: &mut dyn Symbolizer,
+        unattributed: bool,
+    ) -> NamedStacks {
+        let mut out = Vec::new();
+        // Writing into a Vec cannot fail.
+        let _ = write_folded(&mut out, table, energy, sym, unattributed);
+        NamedStacks {
+            folded: String::from_utf8_lossy(&out).into_owned(),
+        }
+    }
+
+    /// Each line's stack and µJ.
+    pub fn lines(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.folded.lines().filter_map(|l| {
+            let (stack, n) = l.rsplit_once(' ')?;
+            Some((stack, n.parse().ok()?))
+        })
+    }
+
+    /// Writes the folded stacks.
+    pub fn write_folded(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(self.folded.as_bytes())
+    }
+
+    /// Writes an energy flame graph: widths in µJ, `title` above it (say the total
+    /// and the mechanism), `subtitle` below the title.
+    pub fn write_svg(&self, out: &mut dyn Write, title: &str, subtitle: &str) -> io::Result<()> {
+        let mut opt = inferno::flamegraph::Options::default();
+        opt.title = title.to_string();
+        opt.subtitle = (!subtitle.is_empty()).then(|| subtitle.to_string());
+        opt.count_name = "µJ".to_string();
+        // Colours from the names, not random: the same profile gives the same file.
+        opt.hash = true;
+        opt.deterministic = true;
+        if self.folded.is_empty() {
+            // inferno refuses an empty profile; a profile with no energy is still one.
+            return inferno::flamegraph::from_lines(&mut opt, ["[no energy] 1"], out)
+                .map_err(io::Error::other);
+        }
+        inferno::flamegraph::from_lines(&mut opt, self.folded.lines(), out)
+            .map_err(io::Error::other)
+    }
+
+    /// The `n` functions with the most self energy (their frame is a stack's
+    /// leaf), each with its total energy (any frame of the stack: counted once per
+    /// stack, however often it recurs there). `[unattributed]` is not a function.
+    pub fn top_functions(&self, n: usize) -> Vec<FunctionEnergy> {
+        let mut by: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for (stack, uj) in self.lines() {
+            if stack == "[unattributed]" {
+                continue;
+            }
+            let frames: Vec<&str> = stack.split(';').collect();
+            let mut once: Vec<&str> = frames.clone();
+            once.sort_unstable();
+            once.dedup();
+            for f in once {
+                by.entry(f).or_default().1 += uj;
+            }
+            if let Some(leaf) = frames.last() {
+                by.entry(leaf).or_default().0 += uj;
+            }
+        }
+        let mut top: Vec<FunctionEnergy> = by
+            .into_iter()
+            .map(|(name, (self_uj, total_uj))| FunctionEnergy {
+                name: name.to_string(),
+                self_uj,
+                total_uj,
+            })
+            .filter(|f| f.self_uj > 0)
+            .collect();
+        top.sort_by(|a, b| b.self_uj.cmp(&a.self_uj).then(a.name.cmp(&b.name)));
+        top.truncate(n);
+        top
+    }
+}
+
+/// A function's energy in a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionEnergy {
+    /// Its frame's name.
+    pub name: String,
+    /// µJ of the stacks it is the leaf of.
+    pub self_uj: u64,
+    /// µJ of the stacks it is in.
+    pub total_uj: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(text: &str) -> NamedStacks {
+        NamedStacks {
+            folded: text.to_string(),
+        }
+    }
+
+    #[test]
+    fn formats_come_from_the_extension_or_the_word() {
+        assert_eq!(Format::from_path(Path::new("a/b.svg")), Some(Format::Svg));
+        assert_eq!(
+            Format::from_path(Path::new("p.folded")),
+            Some(Format::Folded)
+        );
+        assert_eq!(Format::from_path(Path::new("p.txt")), None);
+        assert_eq!(Format::from_name("svg"), Some(Format::Svg));
+        assert_eq!(Format::from_name("pprof"), None);
+    }
+
+    #[test]
+    fn top_functions_count_self_at_the_leaf_and_total_once_per_stack() {
+        let n = named("main;f;f 30\nmain;g 10\nmain 5\n[unattributed] 100\n");
+        let top = n.top_functions(10);
+        let got: Vec<(&str, u64, u64)> = top
+            .iter()
+            .map(|f| (f.name.as_str(), f.self_uj, f.total_uj))
+            .collect();
+        assert_eq!(got, vec![("f", 30, 30), ("g", 10, 10), ("main", 5, 45)]);
+        assert_eq!(n.top_functions(1).len(), 1);
+    }
+
+    #[test]
+    fn the_svg_names_the_title_and_counts_in_microjoules() {
+        let n = named("main;f 750\nmain;g 250\n");
+        let mut out = Vec::new();
+        n.write_svg(&mut out, "energy: 0.001 J package (powercap)", "sub")
+            .unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        assert!(svg.contains("energy: 0.001 J package (powercap)"));
+        assert!(svg.contains("µJ"), "count name");
+        assert!(svg.contains(">f<") || svg.contains("f (750"), "{svg}");
+        let mut empty = Vec::new();
+        named("").write_svg(&mut empty, "t", "").unwrap();
+        assert!(String::from_utf8(empty).unwrap().contains("<svg"));
+    }
+}
