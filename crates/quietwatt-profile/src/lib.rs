@@ -15,9 +15,13 @@
 //!   ([`split_energy`]), the model and its limits.
 //! - [`folded`]: folded stacks with µJ counts, frames named through the
 //!   [`Symbolizer`] seam ([`Addresses`], [`Modules`]).
+//! - [`symbols`]: function names with blazesym ([`Symbols`]): ELF and DWARF
+//!   (`file:line` on request), demangled Rust and C++, the kernel's kallsyms, JIT
+//!   perf maps; from the mappings the sampler kept ([`MapTable`]), so a command
+//!   that has exited is still named; unnamed frames keep module and offset.
 //! - [`error`]: typed errors; a refused `perf_event_open` names its fix.
 //!
-//! Not yet: symbol names (blazesym), the CLI, SVG, pprof and Perfetto outputs.
+//! Not yet: the CLI, SVG, pprof and Perfetto outputs.
 //!
 //! # Example
 //!
@@ -74,9 +78,11 @@ pub mod folded;
 pub mod sampler;
 pub mod split;
 pub mod stack;
+pub mod symbols;
 
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
 pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledEvent, Target};
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};
 pub use stack::{Stack, StackId, StackSample, StackTable};
+pub use symbols::{MapTable, Mapping, SymbolCounts, SymbolOptions, Symbols};
