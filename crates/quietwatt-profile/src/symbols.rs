@@ -45,6 +45,10 @@ pub struct Mapping {
 impl Mapping {
     /// The last component of its path (`libc.so.6`, `[vdso]`).
     pub fn module(&self) -> &str {
+        if self.path.starts_with("//") {
+            // The kernel's `//anon` (JIT code, anonymous executable memory).
+            return "[anon]";
+        }
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
