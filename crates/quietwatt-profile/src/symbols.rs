@@ -7,7 +7,9 @@
 //! profile. [`Symbols`] then names each frame with blazesym:
 //!
 //! - a user frame by the mapped ELF file and the offset in it (ELF symbols;
-//!   DWARF `file:line` with [`SymbolOptions::lines`]; Rust and C++ demangled);
+//!   DWARF `file:line` with [`SymbolOptions::lines`], inlined functions as
+//!   frames of their own with [`SymbolOptions::inlined`]; Rust and C++
+//!   demangled);
 //! - JIT code by the process's perf map, `/tmp/perf-PID.map` (`START SIZE name`
 //!   lines, hex: Node's `--perf-basic-prof`, Python 3.12's `-X perf`, Java's
 //!   perf-map-agent), which outlives the process;
@@ -22,7 +24,7 @@
 use crate::folded::Symbolizer;
 use crate::stack::Stack;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer as Blaze};
 use blazesym::MaybeDefault;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -186,6 +188,10 @@ pub struct SymbolOptions {
     /// `func (file:line)` from DWARF line info where the file has it
     /// (`--lines`): slower, the debug info is read.
     pub lines: bool,
+    /// Functions inlined at a frame's address, from DWARF, as frames of their
+    /// own in [`Symbols::stack`] (the caller first, as `addr2line -i`): slower,
+    /// the debug info is read. [`Symbols::name`] gives the caller only.
+    pub inlined: bool,
     /// Kernel frames by `/proc/kallsyms`.
     pub kernel: bool,
     /// JIT frames by `/tmp/perf-PID.map`.
@@ -193,10 +199,11 @@ pub struct SymbolOptions {
 }
 
 impl Default for SymbolOptions {
-    /// Functions only, kernel and perf maps on.
+    /// Functions only (no lines, no inlined), kernel and perf maps on.
     fn default() -> SymbolOptions {
         SymbolOptions {
             lines: false,
+            inlined: false,
             kernel: true,
             perf_maps: true,
         }
@@ -230,8 +237,9 @@ pub struct Symbols {
     /// `None`: kallsyms shows no addresses (or kernel names are off).
     kallsyms: Option<PathBuf>,
     perf_maps: HashMap<u32, Option<PerfMap>>,
-    frames: HashMap<(u32, u64, bool), String>,
-    files: HashMap<(Arc<str>, u64), Option<String>>,
+    /// Each frame's names: its function, then the functions inlined there.
+    frames: HashMap<(u32, u64, bool), Vec<String>>,
+    files: HashMap<(Arc<str>, u64), Option<Vec<String>>>,
     counts: SymbolCounts,
 }
 
@@ -250,9 +258,9 @@ impl Symbols {
     /// from `/proc/PID/maps` on their first frame while they still run.
     pub fn new(maps: MapTable, options: SymbolOptions) -> Symbols {
         let blaze = Blaze::builder()
-            .enable_code_info(options.lines)
-            // One name per frame (the Symbolizer seam has no room for more).
-            .enable_inlined_fns(false)
+            // Inlined functions come only with code info (what `lines` shows).
+            .enable_code_info(options.lines || options.inlined)
+            .enable_inlined_fns(options.inlined)
             .enable_demangling(true)
             .build();
         let kallsyms = (options.kernel && kallsyms_has_addresses("/proc/kallsyms"))
@@ -285,8 +293,9 @@ impl Symbols {
         &self.maps
     }
 
-    /// The names of `stack`'s frames, root first (as [`Stack::root_first`]).
-    /// Return addresses (every frame of a part but its leaf) are looked up one
+    /// The names of `stack`'s frames, root first (as [`Stack::root_first`]): one
+    /// per frame, and with [`SymbolOptions::inlined`] one more for each function
+    /// inlined at a frame, after it. Return addresses (every frame of a part but its leaf) are looked up one
     /// byte before, inside the call, so that a call that ends a function or a
     /// line is named after its own function and line.
     pub fn stack(&mut self, stack: &Stack) -> Vec<String> {
@@ -302,28 +311,40 @@ impl Symbols {
             .enumerate()
             .rev()
             .map(|(i, &ip)| (ip, true, i == 0));
-        user.chain(kernel)
-            .map(|(ip, k, leaf)| self.name(stack.pid, ip, k, leaf))
-            .collect()
+        let mut out = Vec::with_capacity(stack.user.len() + stack.kernel.len());
+        let inlined = self.options.inlined;
+        for (ip, k, leaf) in user.chain(kernel) {
+            let names = self.names(stack.pid, ip, k, leaf);
+            match inlined {
+                true => out.extend_from_slice(names),
+                false => out.extend(names.first().cloned()),
+            }
+        }
+        out
     }
 
     /// The name of the frame at `ip` of process `pid` (`kernel` for a kernel
     /// address); `leaf` when `ip` is where the sample was taken, not a return
     /// address.
     pub fn name(&mut self, pid: u32, ip: u64, kernel: bool, leaf: bool) -> String {
+        let names = self.names(pid, ip, kernel, leaf);
+        names.first().cloned().unwrap_or_default()
+    }
+
+    /// The frame's names, its function first (never empty), looked up once.
+    fn names(&mut self, pid: u32, ip: u64, kernel: bool, leaf: bool) -> &[String] {
         let at = if leaf { ip } else { ip.saturating_sub(1) };
         let key = (if kernel { 0 } else { pid }, at, kernel);
-        if let Some(n) = self.frames.get(&key) {
-            return n.clone();
+        if !self.frames.contains_key(&key) {
+            self.counts.frames += 1;
+            let names = if kernel {
+                vec![self.kernel_frame(ip, at)]
+            } else {
+                self.user_frame(pid, ip, at)
+            };
+            self.frames.insert(key, names);
         }
-        self.counts.frames += 1;
-        let name = if kernel {
-            self.kernel_frame(ip, at)
-        } else {
-            self.user_frame(pid, ip, at)
-        };
-        self.frames.insert(key, name.clone());
-        name
+        self.frames.get(&key).map_or(&[], Vec::as_slice)
     }
 
     fn kernel_frame(&mut self, ip: u64, at: u64) -> String {
@@ -353,7 +374,7 @@ impl Symbols {
         }
     }
 
-    fn user_frame(&mut self, pid: u32, ip: u64, at: u64) -> String {
+    fn user_frame(&mut self, pid: u32, ip: u64, at: u64) -> Vec<String> {
         if !self.maps.knows(pid) && !self.maps.snapshotted(pid) {
             self.maps.snapshot(pid);
         }
@@ -368,9 +389,9 @@ impl Symbols {
         // JIT code lives in anonymous memory; a perf map names it.
         if let Some(n) = self.perf_map_name(pid, at) {
             self.counts.named += 1;
-            return n;
+            return vec![n];
         }
-        match mapping {
+        vec![match mapping {
             Some(m) => {
                 self.counts.module_only += 1;
                 format!("{}+{:#x}", m.module(), ip - m.start + m.pgoff)
@@ -379,29 +400,35 @@ impl Symbols {
                 self.counts.unmapped += 1;
                 format!("[unknown] {ip:#x}")
             }
-        }
+        }]
     }
 
-    /// The function at `offset` in the ELF file `path`, through blazesym.
-    fn file_name(&mut self, path: &Arc<str>, offset: u64) -> Option<String> {
+    /// The function at `offset` in the ELF file `path` (and those inlined
+    /// there), through blazesym.
+    fn file_name(&mut self, path: &Arc<str>, offset: u64) -> Option<Vec<String>> {
         let key = (path.clone(), offset);
         if let Some(n) = self.files.get(&key) {
             return n.clone();
         }
         let mut elf = Elf::new(&**path);
-        elf.debug_syms = self.options.lines;
+        elf.debug_syms = self.options.lines || self.options.inlined;
         let src = Source::Elf(elf);
+        let lines = self.options.lines;
+        // `func (file:line)` with lines, `func` otherwise.
+        let named = |name: &str, code: Option<&CodeInfo<'_>>| match code
+            .and_then(|c| Some((c.file.to_string_lossy(), c.line?)))
+        {
+            Some((file, line)) if lines => format!("{name} ({file}:{line})"),
+            _ => name.to_string(),
+        };
         let name = match self.blaze.symbolize(&src, Input::FileOffset(&[offset])) {
             Ok(syms) => match syms.into_iter().next() {
                 Some(Symbolized::Sym(s)) => {
-                    let line = s.code_info.as_ref().and_then(|c| {
-                        let line = c.line?;
-                        Some(format!("{}:{line}", c.file.to_string_lossy()))
-                    });
-                    match line {
-                        Some(l) if self.options.lines => Some(format!("{} ({l})", s.name)),
-                        _ => Some(s.name.into_owned()),
+                    let mut names = vec![named(&s.name, s.code_info.as_deref())];
+                    for f in &s.inlined {
+                        names.push(named(&f.name, f.code_info.as_ref()));
                     }
+                    Some(names)
                 }
                 _ => None,
             },

@@ -49,11 +49,19 @@ fn qw_symbol_spin_marker(seed: u64) -> u64 {
     let mut x = seed | 1;
     let mut i = 0u32;
     while i < 200_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        x = qw_symbol_inlined_step(x);
         i += 1;
     }
+    x
+}
+
+/// One xorshift step, inlined into the marker even in a debug build: DWARF
+/// says so, and [`SymbolOptions::inlined`] shows it as a frame of its own.
+#[inline(always)]
+fn qw_symbol_inlined_step(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
     x
 }
 
@@ -152,6 +160,29 @@ fn an_exited_command_is_named_by_its_functions_and_with_lines_by_file_and_line()
     let (file, line) = at.trim_end_matches(')').rsplit_once(':').unwrap();
     assert!(file.ends_with("symbols.rs"), "{with_line}");
     assert!(line.parse::<u32>().unwrap() > 0, "{with_line}");
+
+    // Inlined functions as frames of their own, after their caller.
+    let mut inlined = Symbols::new(
+        lines.maps().clone(),
+        SymbolOptions {
+            inlined: true,
+            ..SymbolOptions::default()
+        },
+    );
+    let stacks: Vec<Vec<String>> = samples
+        .iter()
+        .map(|s| inlined.stack(table.get(s.stack).unwrap()))
+        .collect();
+    let pair = [
+        "symbols::qw_symbol_spin_marker",
+        "symbols::qw_symbol_inlined_step",
+    ];
+    let found = stacks.iter().any(|s| s.windows(2).any(|w| w == pair));
+    assert!(
+        found,
+        "no inlined step under the marker: {:#?}",
+        &stacks[..stacks.len().min(3)]
+    );
 }
 
 #[test]
