@@ -10,6 +10,7 @@ use quietwatt_profile::{
 };
 use quietwatt_sys::clock::process_cpu_ns;
 use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ const CHILD_ENV: &str = "QUIETWATT_SYMBOLS_CHILD";
 fn symbols_child() {
     match std::env::var(CHILD_ENV).as_deref() {
         Ok("spin") => {
+            // For a parent that profiles a running process: it runs now.
+            println!("\nqw-ready");
             let cpu0 = process_cpu_ns();
             while process_cpu_ns() < cpu0 + 300_000_000 {
                 std::hint::black_box(qw_symbol_spin_marker(std::hint::black_box(1)));
@@ -181,6 +184,45 @@ fn an_exited_command_is_named_by_its_functions_and_with_lines_by_file_and_line()
     assert!(
         found,
         "no inlined step under the marker: {:#?}",
+        &stacks[..stacks.len().min(3)]
+    );
+}
+
+#[test]
+fn a_process_that_ran_before_the_profile_is_named_after_it_exits() {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "symbols_child", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, "spin")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the test binary runs again");
+    let pid = child.id();
+    // Its exec is done and its code mapped: no record will report those
+    // mappings, /proc/PID/maps read at the open has them.
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = out.lines();
+    assert!(lines.any(|l| l.unwrap().contains("qw-ready")));
+    let mut profiler = Profiler::open(Options::new(Target::Process { pid: pid as i32 }))
+        .unwrap_or_else(|e| panic!("NEEDS perf_event_open on a child (root or CAP_PERFMON): {e}"));
+    profiler.start().unwrap();
+    let (mut table, mut samples) = (StackTable::new(), Vec::new());
+    while child.try_wait().unwrap().is_none() {
+        profiler.drain(&mut table, &mut samples);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    profiler.stop().unwrap();
+    profiler.drain(&mut table, &mut samples);
+    assert!(!samples.is_empty(), "no sample of its spin");
+    let mut sym = Symbols::new(profiler.take_maps(), SymbolOptions::default());
+    let stacks = named(&mut sym, &table, &samples);
+    let hits = stacks
+        .iter()
+        .filter(|s| s.iter().any(|f| f == "symbols::qw_symbol_spin_marker"))
+        .count();
+    assert!(
+        hits * 2 > samples.len(),
+        "qw_symbol_spin_marker named in {hits} of {} stacks, such as {:#?}",
+        samples.len(),
         &stacks[..stacks.len().min(3)]
     );
 }
