@@ -15,6 +15,10 @@
 //!   ([`split_energy`]), the model and its limits.
 //! - [`folded`]: folded stacks with µJ counts, frames named through the
 //!   [`Symbolizer`] seam ([`Addresses`], [`Modules`]).
+//! - [`symbols`]: function names with blazesym ([`Symbols`]): ELF and DWARF
+//!   (`file:line` on request), demangled Rust and C++, the kernel's kallsyms, JIT
+//!   perf maps; from the mappings the sampler kept ([`MapTable`]), so a command
+//!   that has exited is still named; unnamed frames keep module and offset.
 //! - [`error`]: typed errors; a refused `perf_event_open` names its fix.
 //! - [`profile`]: one profile end to end ([`run_profile`]): the engine's 1 kHz
 //!   energy session and the profiler around a command or the whole machine, the
@@ -22,7 +26,7 @@
 //! - [`output`]: the outputs ([`NamedStacks`]): folded stacks, an energy flame
 //!   graph (SVG, inferno), the top functions by self energy.
 //!
-//! Not yet: symbol names (blazesym), pprof and Perfetto outputs.
+//! Not yet: pprof and Perfetto outputs.
 //!
 //! # Example
 //!
@@ -81,6 +85,7 @@ pub mod profile;
 pub mod sampler;
 pub mod split;
 pub mod stack;
+pub mod symbols;
 
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
@@ -89,3 +94,4 @@ pub use profile::{run_profile, Hooks, ProfileOutcome, ProfileRun, RunError, Work
 pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledEvent, Target};
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};
 pub use stack::{Stack, StackId, StackSample, StackTable};
+pub use symbols::{MapTable, Mapping, SymbolCounts, SymbolOptions, Symbols};

@@ -15,14 +15,23 @@
 //! when it is full the kernel counts what it could not write and reports it in a
 //! `PERF_RECORD_LOST`; [`Counts::lost`] is the sum of those counts and
 //! [`Counts::lost_records`] how many such records came.
+//!
+//! **Mappings outlive the process.** Every event also asks for the executable
+//! mappings and forks of the tasks it follows (`mmap`, `mmap2`, `task`: as perf's
+//! tracking event; each is written once, into the ring of the CPU it happened
+//! on): [`Profiler::maps`] keeps them per process, so a command that has exited
+//! can still be named ([`crate::symbols`]). Processes that ran before the
+//! profile (a [`Target::Process`], every task of [`Target::System`]) have their
+//! `/proc/PID/maps` read when the events open, or on their first sample.
 
 use crate::error::{open_error, perf_event_paranoid, ProfileError, Result};
 use crate::stack::{parse_sample, Stack, StackSample, StackTable};
+use crate::symbols::MapTable;
 use perf_event_open_sys::bindings::{
-    perf_event_attr, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_CPU_CLOCK, PERF_RECORD_LOST,
-    PERF_RECORD_SAMPLE, PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE, PERF_SAMPLE_CALLCHAIN,
-    PERF_SAMPLE_CPU, PERF_SAMPLE_PERIOD, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE,
-    PERF_TYPE_SOFTWARE,
+    perf_event_attr, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_CPU_CLOCK, PERF_RECORD_FORK,
+    PERF_RECORD_LOST, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
+    PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU,
+    PERF_SAMPLE_PERIOD, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
 };
 use quietwatt_sys::ring::PerfRing;
 use std::io;
@@ -139,6 +148,8 @@ pub struct Counts {
     pub throttled: u64,
     /// Sample records too short for what they say they hold (skipped).
     pub malformed: u64,
+    /// `PERF_RECORD_MMAP2` (or `MMAP`) records: executable mappings reported.
+    pub mappings: u64,
 }
 
 /// The signature of `perf_event_open(attr, pid, cpu)`: the real one, or a test's.
@@ -156,6 +167,7 @@ pub struct Profiler {
     counts: Counts,
     buf: Vec<u8>,
     stack: Stack,
+    maps: MapTable,
 }
 
 impl Profiler {
@@ -265,7 +277,12 @@ impl Profiler {
                 }
             }
         }
+        let mut maps = MapTable::new();
+        if let Target::Process { pid } = options.target {
+            maps.snapshot(pid as u32);
+        }
         Ok(Profiler {
+            maps,
             rings,
             fds,
             cpus,
@@ -299,6 +316,17 @@ impl Profiler {
     /// What the rings held so far besides the samples.
     pub fn counts(&self) -> Counts {
         self.counts
+    }
+
+    /// The processes' mappings so far (reported, forked, or read from
+    /// `/proc/PID/maps`): what names their frames after they exit.
+    pub fn maps(&self) -> &MapTable {
+        &self.maps
+    }
+
+    /// Takes the mappings, leaving none (drain first, for the last records).
+    pub fn take_maps(&mut self) -> MapTable {
+        std::mem::take(&mut self.maps)
     }
 
     /// Starts sampling on every CPU (for [`Target::Spawned`], nothing: the
@@ -341,6 +369,13 @@ impl Profiler {
                     PERF_RECORD_SAMPLE => match parse_sample(&self.buf, &mut self.stack) {
                         Some(h) => {
                             self.counts.samples += 1;
+                            // A task that ran before the profile: its mappings
+                            // were never reported, /proc has them while it runs.
+                            if self.options.target != Target::Spawned
+                                && !self.maps.snapshotted(h.pid)
+                            {
+                                self.maps.snapshot(h.pid);
+                            }
                             let stack = table.intern(&self.stack);
                             out.push(StackSample {
                                 time_ns: h.time_ns,
@@ -362,6 +397,21 @@ impl Profiler {
                             self.counts.lost += u64::from_ne_bytes(n);
                         }
                     }
+                    PERF_RECORD_MMAP | PERF_RECORD_MMAP2 => {
+                        if let Some(m) = parse_mmap(kind, &self.buf) {
+                            self.counts.mappings += 1;
+                            self.maps.insert(m.pid, m.start, m.len, m.pgoff, m.path);
+                        }
+                    }
+                    // struct { header; u32 pid, ppid, tid, ptid; u64 time }: a new
+                    // process (not a thread) starts with its parent's mappings.
+                    PERF_RECORD_FORK => {
+                        if let (Some(pid), Some(ppid)) =
+                            (u32_at(&self.buf, 0), u32_at(&self.buf, 4))
+                        {
+                            self.maps.fork(ppid, pid);
+                        }
+                    }
                     PERF_RECORD_THROTTLE => self.counts.throttled += 1,
                     PERF_RECORD_UNTHROTTLE => {}
                     _ => {}
@@ -372,6 +422,41 @@ impl Profiler {
         }
         out.len() - before
     }
+}
+
+/// A mapping record's fields.
+#[derive(Debug, PartialEq, Eq)]
+struct MmapRecord<'a> {
+    pid: u32,
+    start: u64,
+    len: u64,
+    pgoff: u64,
+    path: &'a str,
+}
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
+}
+
+/// A `PERF_RECORD_MMAP` or `MMAP2` body (include/uapi/linux/perf_event.h): `u32
+/// pid, tid; u64 addr, len, pgoff;` then for MMAP2 `u32 maj, min; u64 ino,
+/// ino_generation` (or a build id in the same 24 bytes) `; u32 prot, flags;`,
+/// then the file name, NUL-terminated and padded to 8 bytes. `None` when short.
+fn parse_mmap(kind: u32, b: &[u8]) -> Option<MmapRecord<'_>> {
+    let name_at = if kind == PERF_RECORD_MMAP2 { 64 } else { 32 };
+    let name = b.get(name_at..)?;
+    let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+    Some(MmapRecord {
+        pid: u32_at(b, 0)?,
+        start: u64_at(b, 8)?,
+        len: u64_at(b, 16)?,
+        pgoff: u64_at(b, 24)?,
+        path: std::str::from_utf8(name).ok()?,
+    })
 }
 
 /// Maps the ring of CPU `cpu`'s first event.
@@ -435,6 +520,11 @@ fn attr(e: SampledEvent, o: &Options) -> perf_event_attr {
     a.set_exclude_hv(1);
     a.set_inherit(u64::from(o.target != Target::System));
     a.set_enable_on_exec(u64::from(o.target == Target::Spawned));
+    // Executable mappings (as MMAP2, with the file offset) and forks: what names
+    // the frames once the process is gone.
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_task(1);
     a
 }
 
@@ -496,6 +586,7 @@ mod tests {
         assert_eq!((a.use_clockid(), a.clockid), (1, libc::CLOCK_MONOTONIC));
         assert_eq!((a.inherit(), a.disabled(), a.exclude_kernel()), (1, 1, 0));
         assert_ne!(a.sample_type & PERF_SAMPLE_CALLCHAIN as u64, 0);
+        assert_eq!((a.mmap(), a.mmap2(), a.task()), (1, 1, 1));
         let c = attr(SampledEvent::CpuClock, &Options::new(Target::Spawned));
         assert_eq!((c.inherit(), c.enable_on_exec(), c.disabled()), (1, 1, 1));
         let s = attr(
@@ -509,6 +600,34 @@ mod tests {
             (s.type_, s.inherit(), s.exclude_kernel()),
             (PERF_TYPE_HARDWARE, 0, 1)
         );
+    }
+
+    #[test]
+    fn mapping_records_give_the_file_and_its_offset() {
+        let mut b = Vec::new();
+        for v in [42u32, 43] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        for v in [0x5555_0000u64, 0x2000, 0x1000, 0, 0, 0] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        for v in [5u32, 2] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(b"/usr/bin/spin\0\0\0");
+        let want = MmapRecord {
+            pid: 42,
+            start: 0x5555_0000,
+            len: 0x2000,
+            pgoff: 0x1000,
+            path: "/usr/bin/spin",
+        };
+        assert_eq!(parse_mmap(PERF_RECORD_MMAP2, &b), Some(want));
+        assert!(parse_mmap(PERF_RECORD_MMAP2, &b[..40]).is_none());
+        // The first version: the name right after pgoff.
+        let mut v1 = b[..32].to_vec();
+        v1.extend_from_slice(b"[vdso]\0\0");
+        assert_eq!(parse_mmap(PERF_RECORD_MMAP, &v1).unwrap().path, "[vdso]");
     }
 
     /// A refusal forced through the open seam: the error is typed and names the
