@@ -173,6 +173,9 @@ pub struct ProfileOutcome {
     pub status: Option<ExitStatus>,
     /// How long the profile ran.
     pub wall: Duration,
+    /// The sampled processes' executable mappings, kept past their exit: what
+    /// [`crate::Symbols`] names the frames from.
+    pub maps: crate::MapTable,
 }
 
 impl ProfileOutcome {
@@ -269,6 +272,7 @@ pub fn run_profile(
     };
     profiler.stop()?;
     drain(&mut profiler, &mut table, &mut samples, &mut rows);
+    let maps = profiler.take_maps();
     let wall = started.elapsed();
     let (measurement, last) = session.stop_with_samples()?;
     rows.extend(last);
@@ -298,6 +302,7 @@ pub fn run_profile(
         rows_dropped,
         status,
         wall,
+        maps,
     })
 }
 

@@ -5,8 +5,8 @@
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
 use quietwatt_profile::{
-    EventRequest, Format, Hooks, Modules, NamedStacks, Options, ProfileError, ProfileOutcome,
-    ProfileRun, RunError, SampledEvent, Target, Workload,
+    EventRequest, Format, Hooks, NamedStacks, Options, ProfileError, ProfileOutcome, ProfileRun,
+    RunError, SampledEvent, SymbolOptions, Symbols, Target, Workload,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,6 +66,9 @@ pub struct Args {
     /// How long a system-wide profile (-a) lasts: 10, 2.5s, 500ms, 2m.
     #[arg(long, value_name = "TIME")]
     duration: Option<String>,
+    /// Name frames with their source file and line (DWARF), as `func (file:line)`.
+    #[arg(long)]
+    lines: bool,
     /// The energy mechanism to read (default: the best that works here).
     #[arg(short, long)]
     mechanism: Option<quietwatt::Mechanism>,
@@ -165,12 +168,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
     };
     crate::signals::install();
-    let mut modules = Modules::new();
-    let outcome = {
+    let mut outcome = {
         let mut child = crate::signals::forward_to_command;
-        let mut seen = |pid: u32| {
-            modules.snapshot(pid);
-        };
+        // The sampler keeps each process's mappings itself (exec records, or
+        // /proc/PID/maps at its first sample): nothing to do here.
+        let mut seen = |_: u32| {};
         let mut hooks = Hooks {
             child: &mut child,
             process_seen: &mut seen,
@@ -178,7 +180,14 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         };
         quietwatt_profile::run_profile(&run, workload, &mut hooks).map_err(failure)?
     };
-    let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut modules, true);
+    let mut symbols = Symbols::new(
+        std::mem::take(&mut outcome.maps),
+        SymbolOptions {
+            lines: args.lines,
+            ..SymbolOptions::default()
+        },
+    );
+    let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut symbols, true);
     let title = title(&outcome);
     let subtitle = subtitle(env, &args, &outcome);
     let mut file = Vec::new();

@@ -243,3 +243,45 @@ fn a_command_that_is_not_found_exits_127_and_writes_nothing() {
     assert!(common::stderr(&o).contains("command not found"));
     assert!(!out.exists());
 }
+
+/// A Rust program's hot function, named from its ELF symbols and DWARF lines
+/// after it exited (blazesym over the mappings the sampler kept): the lab's `ep`
+/// kernel spends its time in `quietwatt_lab::workload::ep_block`.
+#[test]
+fn the_hot_function_of_a_program_is_named_with_its_file_and_line() {
+    let m = common::mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ep.folded");
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "--lines",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            env!("CARGO_BIN_EXE_quietwatt"),
+            "bench",
+            "workload",
+            "ep",
+            "--size",
+            "4000000",
+            "--threads",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let folded = std::fs::read_to_string(&out).unwrap();
+    let hot: u64 = folded
+        .lines()
+        .filter(|l| l.contains("quietwatt_lab::workload::ep_block (workload.rs:"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert!(hot > 0, "ep_block not named with its line:\n{folded}");
+    // The summary's top functions name it too.
+    assert!(
+        common::stderr(&o).contains("quietwatt_lab::workload::ep_block"),
+        "{}",
+        common::stderr(&o)
+    );
+}
