@@ -41,6 +41,8 @@ COMMANDS = [
     ("bench-energy", ["bench", "energy", "-r", "2", "--json", "true", "sleep 0.01"]),
     ("record", ["record", "--json", "-o", "/dev/null", "--duration", "0.1"]),
     ("record", ["record", "--json", "-o", "/dev/null", "--duration", "0.1", "-f", "auto"]),
+    ("profile", ["profile", "--json", "--format", "folded", "-o", "/dev/null", "--", "sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]),
+    ("profile", ["profile", "--json", "--format", "folded", "-o", "/dev/null", "-a", "--duration", "0.2"]),
     ("check", ["check", "--json", "--interval", "0.1"]),
     ("doctor", ["doctor", "--json"]),
     ("list", ["list", "--json"]),

@@ -78,6 +78,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod document;
 pub mod error;
 pub mod folded;
 pub mod output;
@@ -87,6 +88,7 @@ pub mod split;
 pub mod stack;
 pub mod symbols;
 
+pub use document::{ProfileDocument, TopFunction};
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
 pub use output::{Format, FunctionEnergy, NamedStacks};

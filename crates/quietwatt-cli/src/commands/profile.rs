@@ -5,8 +5,8 @@
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
 use quietwatt_profile::{
-    EventRequest, Format, Hooks, NamedStacks, Options, ProfileError, ProfileOutcome, ProfileRun,
-    RunError, SampledEvent, SymbolOptions, Symbols, Target, Workload,
+    EventRequest, Format, Hooks, NamedStacks, Options, ProfileDocument, ProfileError,
+    ProfileOutcome, ProfileRun, RunError, SampledEvent, SymbolOptions, Symbols, Target, Workload,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -285,42 +285,15 @@ fn summary(
     let attributed = o.energy.accounted_uj() - unattributed;
     let top = named.top_functions(TOP);
     if args.json {
-        let top: Vec<serde_json::Value> = top
-            .iter()
-            .map(|f| {
-                serde_json::json!({
-                    "function": f.name, "self_uj": f.self_uj, "total_uj": f.total_uj,
-                    "self_share": share(f.self_uj, measured) / 100.0,
-                })
-            })
-            .collect();
-        let doc = serde_json::json!({
-            "mechanism": o.mechanism.name(),
-            "emulated": env.is_emulated(),
-            "event": o.event.event.name(),
-            "event_reason": o.event.reason,
-            "frequency_hz": o.frequency_hz,
-            "samples": o.counts.samples,
-            "lost": o.counts.lost,
-            "throttled": o.counts.throttled,
-            "stacks": o.table.len(),
-            "package_uj": measured,
-            "attributed_uj": attributed,
-            "unattributed_uj": unattributed,
-            "idle_uj": o.energy.idle_uj,
-            "idle_power": o.energy.idle_label,
-            "dram_uj": o.dram_total_uj(),
-            "dram_split": false,
-            "intervals": o.energy.intervals,
-            "empty_intervals": o.energy.empty_intervals,
-            "samples_outside": o.energy.samples_outside,
-            "wall_s": o.wall.as_secs_f64(),
-            "exit_code": o.status.map(super::exit_code),
-            "output": output.display().to_string(),
-            "format": format.name(),
-            "top_self": top,
-        });
-        println!("{doc}");
+        let doc = ProfileDocument::new(
+            o,
+            named,
+            TOP,
+            env.is_emulated(),
+            output.display().to_string(),
+            format,
+        );
+        println!("{}", crate::schema::to_json(&doc));
         return;
     }
     for w in o.measurement.warnings() {
