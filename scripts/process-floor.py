@@ -19,8 +19,10 @@ CAL lines of /proc/interrupts, all CPUs): each emulated read is a round trip to
 the FUSE daemon, which costs the reader ~38 us a sample when the scheduler keeps
 both on one CPU and ~9 us more per interrupt when it puts them on two, so a run's
 cost follows where the scheduler happened to place it. Compare rounds whose
-interrupts per sample are alike; `--same-cpu` pins the emulator and every run
-to one CPU, which takes placement out and leaves the code's cost.
+interrupts per sample are alike (a low count does not prove one CPU: a wake-up of
+a CPU still polling in idle, as haltpoll does in a VM, sends none); `--same-cpu`
+pins the emulator and every run to one CPU, which takes placement out and leaves
+the code's cost.
 
     scripts/process-floor.py [--rounds 6] [--seconds 10] [--freq 1000] [--same-cpu N]
         NAME=QUIETWATT_BINARY [NAME=QUIETWATT_BINARY ...]
