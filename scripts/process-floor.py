@@ -12,7 +12,19 @@ wait4(2) returns them when the run ends (microseconds, not /proc's 10 ms ticks).
 The emulator is a separate process (`quietwatt emulate DIR`, started here), so the
 FUSE daemon's side of each read is not counted against either loop.
 
-    scripts/process-floor.py [--rounds 6] [--seconds 10] [--freq 1000]
+Each round also runs the floor as a second thread of its process (`-t`, the
+"floor-t" column): what a thread costs apart from quietwatt's code. And each run
+says how many inter-processor interrupts the machine took per sample (the RES and
+CAL lines of /proc/interrupts, all CPUs): each emulated read is a round trip to
+the FUSE daemon, which costs the reader ~38 us a sample when the scheduler keeps
+both on one CPU and ~9 us more per interrupt when it puts them on two, so a run's
+cost follows where the scheduler happened to place it. Compare rounds whose
+interrupts per sample are alike (a low count does not prove one CPU: a wake-up of
+a CPU still polling in idle, as haltpoll does in a VM, sends none); `--same-cpu`
+pins the emulator and every run to one CPU, which takes placement out and leaves
+the code's cost.
+
+    scripts/process-floor.py [--rounds 6] [--seconds 10] [--freq 1000] [--same-cpu N]
         NAME=QUIETWATT_BINARY [NAME=QUIETWATT_BINARY ...]
 
 e.g. `scripts/process-floor.py before=/tmp/quietwatt-a146fb7
@@ -31,16 +43,39 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+PIN = None
+
+
+def pinned():
+    """In the child before exec: onto the --same-cpu CPU, if one was given."""
+    if PIN is not None:
+        os.sched_setaffinity(0, {PIN})
+
+
+def ipis():
+    """Inter-processor interrupts the machine has taken (RES + CAL, all CPUs)."""
+    n = 0
+    with open("/proc/interrupts") as f:
+        for line in f:
+            head, _, rest = line.partition(":")
+            if head.strip() in ("RES", "CAL"):
+                n += sum(int(x) for x in rest.split() if x.isdigit())
+    return n
+
+
 def cpu_of(argv, stdout):
-    """Runs argv with stdout to `stdout`; returns the user+system seconds of its tree."""
-    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
+    """Runs argv with stdout to `stdout`; returns the user+system seconds of its tree
+    and the machine's inter-processor interrupts during the run."""
+    i0 = ipis()
+    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=pinned)
     _, status, usage = os.wait4(proc.pid, 0)
+    i1 = ipis()
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"{argv[0]} failed ({proc.returncode}): {err.strip()}")
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime, i1 - i0
 
 
 def steal_and_busy():
@@ -56,8 +91,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--freq", type=float, default=1000.0)
+    ap.add_argument("--same-cpu", type=int, metavar="CPU",
+                    help="pin the emulator and every run to this CPU (placement out)")
     ap.add_argument("binaries", nargs="+", metavar="NAME=QUIETWATT_BINARY")
     a = ap.parse_args()
+    global PIN
+    PIN = a.same_cpu
     variants = []
     for spec in a.binaries:
         name, _, path = spec.partition("=")
@@ -67,11 +106,12 @@ def main():
 
     work = tempfile.mkdtemp(prefix="qw-process-floor-")
     floor = os.path.join(work, "process-floor")
-    subprocess.run(["cc", "-O2", "-o", floor, os.path.join(HERE, "process-floor.c")], check=True)
+    subprocess.run(["cc", "-O2", "-pthread", "-o", floor, os.path.join(HERE, "process-floor.c")],
+                   check=True)
     root = os.path.join(work, "emu")
     os.mkdir(root)
     emu = subprocess.Popen([variants[0][1], "emulate", root],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned)
     try:
         zones = os.path.join(root, "sys/class/powercap")
         for _ in range(200):
@@ -84,27 +124,35 @@ def main():
                        if z.startswith("intel-rapl:") and os.path.exists(os.path.join(zones, z, "energy_uj")))
         print(f"{len(files)} files: {', '.join(os.path.basename(os.path.dirname(f)) for f in files)}; "
               f"{a.rounds} rounds of {a.seconds:g} s at {a.freq:g} Hz; "
-              f"order per round: floor, {', '.join(n for n, _ in variants)}")
-        rows = {n: [] for n in ["floor"] + [n for n, _ in variants]}
+              f"order per round: floor, floor-t, {', '.join(n for n, _ in variants)}"
+              f"{f'; all on CPU {PIN}' if PIN is not None else ''}; "
+              f"ipi = inter-processor interrupts per sample")
+        rows = {n: [] for n in ["floor", "floor-t"] + [n for n, _ in variants]}
         for r in range(a.rounds):
             s0, b0, t0 = steal_and_busy()
-            cpu = cpu_of_floor(floor, a, files)
+            cpu = cpu_of_floor(floor, a, files, [])
             rows["floor"].append(cpu)
-            line = [f"round {r + 1}: floor {cpu[0] * 1e6 / cpu[1]:.2f} us/sample"]
+            line = [f"round {r + 1}: floor {cpu[0] * 1e6 / cpu[1]:.2f} us/sample "
+                    f"(ipi {cpu[2] / cpu[1]:.2f})"]
+            ct = cpu_of_floor(floor, a, files, ["-t"])
+            rows["floor-t"].append(ct)
+            line.append(f"floor-t {ct[0] * 1e6 / ct[1]:.2f} ({(ct[0] / ct[1]) / (cpu[0] / cpu[1]):.3f}x, "
+                        f"ipi {ct[2] / ct[1]:.2f})")
             for name, path in variants:
                 csv = os.path.join(work, f"{name}.csv")
                 summary = os.path.join(work, f"{name}.json")
                 with open(summary, "w") as f:
-                    c = cpu_of([path, "--root", root, "record", "-m", "powercap",
-                                   "-f", f"{a.freq:g}", "--duration", f"{a.seconds:g}",
-                                   "-o", csv, "--json"], f)
+                    c, irq = cpu_of([path, "--root", root, "record", "-m", "powercap",
+                                     "-f", f"{a.freq:g}", "--duration", f"{a.seconds:g}",
+                                     "-o", csv, "--json"], f)
                 with open(summary) as f:
                     rec = json.load(f)
                 ov = rec["overhead"]
                 threads = {k: ov[k]["cpu_ns"] / 1e9 for k in ("sampler", "writer", "waiter")}
-                rows[name].append((c, rec["samples"], threads))
-                line.append(f"{name} {c * 1e6 / rec['samples']:.2f} us/sample "
-                            f"({(c * 1e6 / rec['samples']) / (cpu[0] * 1e6 / cpu[1]):.3f}x)")
+                rows[name].append((c, rec["samples"], threads, irq))
+                line.append(f"{name} {c * 1e6 / rec['samples']:.2f} "
+                            f"({(c * 1e6 / rec['samples']) / (cpu[0] * 1e6 / cpu[1]):.3f}x, "
+                            f"ipi {irq / rec['samples']:.2f})")
             s1, b1, t1 = steal_and_busy()
             line.append(f"host busy {100 * (b1 - b0) / max(t1 - t0, 1):.0f} %, "
                         f"steal {100 * (s1 - s0) / max(t1 - t0, 1):.1f} %")
@@ -115,33 +163,43 @@ def main():
         emu.wait()
 
 
-def cpu_of_floor(floor, a, files):
-    """The floor's CPU seconds and samples."""
-    proc = subprocess.Popen([floor, f"{a.freq:g}", f"{a.seconds:g}"] + files, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def cpu_of_floor(floor, a, files, flags):
+    """The floor's CPU seconds, samples and the machine's interrupts meanwhile."""
+    i0 = ipis()
+    proc = subprocess.Popen([floor] + flags + [f"{a.freq:g}", f"{a.seconds:g}"] + files,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=pinned)
     _, status, usage = os.wait4(proc.pid, 0)
+    i1 = ipis()
     out = proc.stdout.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"the floor failed: {proc.stderr.read().decode().strip()}")
     samples = int(out.split()[0])
-    return usage.ru_utime + usage.ru_stime, samples
+    return usage.ru_utime + usage.ru_stime, samples, i1 - i0
 
 
 def report(rows, variants):
-    floor = [c / n for c, n in rows["floor"]]
+    floor = [c / n for c, n, _ in rows["floor"]]
     print()
-    print("| run | CPU/sample median (us) | ratio to the floor: median | each round |")
-    print("|---|---:|---:|---|")
-    print(f"| floor (C timerfd loop) | {statistics.median(floor) * 1e6:.2f} | 1.000 | |")
+    print("| run | CPU/sample median (us) | ratio to the floor: median | each round | IPIs/sample, median |")
+    print("|---|---:|---:|---|---:|")
+    print(f"| floor (C timerfd loop) | {statistics.median(floor) * 1e6:.2f} | 1.000 | | "
+          f"{statistics.median(i / n for _, n, i in rows['floor']):.2f} |")
+    per = [c / n for c, n, _ in rows["floor-t"]]
+    ratios = [p / f for p, f in zip(per, floor)]
+    print(f"| floor-t (the same loop on a second thread) | {statistics.median(per) * 1e6:.2f} | "
+          f"{statistics.median(ratios):.3f} | {' '.join(f'{r:.2f}' for r in ratios)} | "
+          f"{statistics.median(i / n for _, n, i in rows['floor-t']):.2f} |")
     for name, _ in variants:
-        per = [c / n for c, n, _ in rows[name]]
+        per = [c / n for c, n, _, _ in rows[name]]
         ratios = [p / f for p, f in zip(per, floor)]
-        threads = {k: statistics.median(t[k] / n for _, n, t in rows[name]) * 1e6
+        threads = {k: statistics.median(t[k] / n for _, n, t, _ in rows[name]) * 1e6
                    for k in ("sampler", "writer", "waiter")}
         print(f"| {name} | {statistics.median(per) * 1e6:.2f} | **{statistics.median(ratios):.3f}** | "
-              f"{' '.join(f'{r:.2f}' for r in ratios)} |")
+              f"{' '.join(f'{r:.2f}' for r in ratios)} | "
+              f"{statistics.median(i / n for _, n, _, i in rows[name]):.2f} |")
         print(f"|   of which (us/sample) | sampler {threads['sampler']:.2f}, writer {threads['writer']:.2f}, "
               f"waiter {threads['waiter']:.3f}, rest of the process "
-              f"{statistics.median(per) * 1e6 - sum(threads.values()):.2f} | | |")
+              f"{statistics.median(per) * 1e6 - sum(threads.values()):.2f} | | | |")
 
 
 if __name__ == "__main__":

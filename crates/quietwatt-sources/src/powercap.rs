@@ -20,7 +20,6 @@ use quietwatt_core::domain::{Domain, DomainId, Socket};
 use quietwatt_core::units::{EnergyUnit, Watts};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 const CLASS_DIR: &str = "/sys/class/powercap";
@@ -285,10 +284,17 @@ impl Source for Powercap {
 }
 
 /// One pread of a decimal counter file into a stack buffer.
+///
+/// rustix's raw system call rather than libc's `pread`: in a process with more than
+/// one thread (the sampler beside the writer) glibc makes `pread` a cancellation
+/// point and brackets it with two calls that switch asynchronous cancellation on
+/// and off, about 0.3 % of the sampler's CPU at 1 kHz in `perf record` (BENCHMARKS.md,
+/// issue 24); nothing here is ever cancelled.
 #[inline]
 fn read_counter(file: &File, path: &Path) -> Result<u64> {
     let mut buf = [0u8; 32];
-    let n = file.read_at(&mut buf, 0).map_err(|e| read_error(path, e))?;
+    let n = rustix::io::pread(file, &mut buf[..], 0)
+        .map_err(|e| read_error(path, io::Error::from(e)))?;
     parse_decimal(&buf[..n]).ok_or_else(|| Error::Parse {
         path: path.to_path_buf(),
         content: String::from_utf8_lossy(&buf[..n]).trim().to_string(),
