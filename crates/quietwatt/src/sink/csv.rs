@@ -6,7 +6,8 @@
 //! precedes the row and at what rate it was sampled; `counter` is empty, or names
 //! what the domain's counter did in the row's interval (`reset`, `backstep`, `jump`).
 
-use super::{Metadata, RecordOutput, Sample, Sink, BATCH_BYTES};
+use super::file::Batch;
+use super::{Metadata, RecordOutput, Sample, Sink};
 use crate::source::Channel;
 use std::io::{self, Write};
 
@@ -31,12 +32,8 @@ pub fn field(s: &str) -> std::borrow::Cow<'_, str> {
 /// formats every sample of every domain, and at 1 kHz the general float formatter
 /// cost about as much as a tenth of the sampler's own work on the project's VM.
 pub struct CsvSink<W: Write> {
-    out: W,
-    buf: Vec<u8>,
-    /// Where each sample in `buf` ends: a failed write keeps whole samples only.
-    ends: Vec<usize>,
-    /// Samples the output holds whole.
-    kept: u64,
+    /// The output and the samples not yet written to it.
+    batch: Batch<W>,
     /// `,socket,domain,` of each channel, ready to copy.
     labels: Vec<Vec<u8>>,
     /// The last `freq_hz` seen and its text (the rate changes rarely).
@@ -46,7 +43,7 @@ pub struct CsvSink<W: Write> {
 impl<W: Write> std::fmt::Debug for CsvSink<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CsvSink")
-            .field("kept", &self.kept)
+            .field("kept", &self.batch.kept())
             .finish_non_exhaustive()
     }
 }
@@ -55,29 +52,21 @@ impl<W: RecordOutput> CsvSink<W> {
     /// A CSV sink writing to `out`.
     pub fn new(out: W) -> Self {
         CsvSink {
-            out,
-            buf: Vec::with_capacity(BATCH_BYTES + 4096),
-            // A batch of one-domain samples (the shortest) fits without growing.
-            ends: Vec::with_capacity(BATCH_BYTES / 32),
-            kept: 0,
+            batch: Batch::new(out),
             labels: Vec::new(),
             freq: (u64::MAX, Vec::new()),
         }
-    }
-
-    fn commit(&mut self) -> io::Result<()> {
-        super::file::commit_batch(&mut self.out, &mut self.buf, &mut self.ends, &mut self.kept)
     }
 }
 
 impl<W: RecordOutput + Send> Sink for CsvSink<W> {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
         for (k, v) in &meta.fields {
-            writeln!(self.buf, "# {k}: {v}")?;
+            writeln!(self.batch.buf, "# {k}: {v}")?;
         }
         for c in channels {
             writeln!(
-                self.buf,
+                self.batch.buf,
                 "# channel: {} unit={} range={:.6} J origin={}",
                 c.id,
                 c.unit,
@@ -85,7 +74,7 @@ impl<W: RecordOutput + Send> Sink for CsvSink<W> {
                 c.origin.display()
             )?;
         }
-        writeln!(self.buf, "{HEADER}")?;
+        writeln!(self.batch.buf, "{HEADER}")?;
         self.labels = channels
             .iter()
             .map(|c| format!(",{},{},", c.id.socket.0, c.id.domain.name()).into_bytes())
@@ -98,7 +87,7 @@ impl<W: RecordOutput + Send> Sink for CsvSink<W> {
             self.freq = (s.freq_hz.to_bits(), format!("{}", s.freq_hz).into_bytes());
         }
         for (i, (label, &e)) in self.labels.iter().zip(s.energy).enumerate() {
-            let b = &mut self.buf;
+            let b = &mut self.batch.buf;
             push_u64(b, s.t_ns);
             b.extend_from_slice(label);
             push_fixed(b, e.0, 9);
@@ -116,20 +105,15 @@ impl<W: RecordOutput + Send> Sink for CsvSink<W> {
             }
             b.push(b'\n');
         }
-        self.ends.push(self.buf.len());
-        if self.buf.len() >= BATCH_BYTES {
-            self.commit()?;
-        }
-        Ok(())
+        self.batch.end_record()
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.commit()?;
-        self.out.flush()
+        self.batch.flush()
     }
 
     fn kept(&self) -> Option<u64> {
-        Some(self.kept)
+        Some(self.batch.kept())
     }
 }
 

@@ -75,29 +75,71 @@ pub trait RecordOutput: Write {
     fn write_records(&mut self, buf: &[u8], ends: &[usize]) -> Result<(), (usize, io::Error)>;
 }
 
-/// Writes a text sink's batch to `out` and empties it: `buf` holds whole records
-/// ending at `ends` (none: the metadata and header lines, no sample); `kept` counts
-/// the records that landed, also when the write failed part-way. The CSV and JSON
-/// Lines sinks commit through it.
-pub(crate) fn commit_batch<W: RecordOutput>(
-    out: &mut W,
-    buf: &mut Vec<u8>,
-    ends: &mut Vec<usize>,
-    kept: &mut u64,
-) -> io::Result<()> {
-    let r = if ends.is_empty() {
-        out.write_all(buf)
-    } else {
-        let (landed, r) = match out.write_records(buf, ends) {
-            Ok(()) => (ends.len(), Ok(())),
-            Err((landed, e)) => (landed, Err(e)),
+/// A text sink's output and its batch: `buf` holds whole records, each ending at
+/// an entry of `ends` (none: the metadata and header lines, no sample); `kept`
+/// counts the records that landed, also when a write failed part-way. The CSV and
+/// JSON Lines sinks write through it.
+pub(crate) struct Batch<W> {
+    out: W,
+    /// The records not yet written.
+    pub(crate) buf: Vec<u8>,
+    /// Where each record in `buf` ends: a failed write keeps whole records only.
+    ends: Vec<usize>,
+    /// Records the output holds whole.
+    kept: u64,
+}
+
+impl<W: RecordOutput> Batch<W> {
+    /// An empty batch writing to `out`.
+    pub(crate) fn new(out: W) -> Self {
+        Batch {
+            out,
+            buf: Vec::with_capacity(super::BATCH_BYTES + 4096),
+            // A batch of one-domain samples (the shortest) fits without growing.
+            ends: Vec::with_capacity(super::BATCH_BYTES / 32),
+            kept: 0,
+        }
+    }
+
+    /// Ends the record just put in `buf`; writes the batch once it is full.
+    #[inline]
+    pub(crate) fn end_record(&mut self) -> io::Result<()> {
+        self.ends.push(self.buf.len());
+        if self.buf.len() >= super::BATCH_BYTES {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the batch and empties it.
+    pub(crate) fn commit(&mut self) -> io::Result<()> {
+        let r = if self.ends.is_empty() {
+            self.out.write_all(&self.buf)
+        } else {
+            let (landed, r) = match self.out.write_records(&self.buf, &self.ends) {
+                Ok(()) => (self.ends.len(), Ok(())),
+                Err((landed, e)) => (landed, Err(e)),
+            };
+            self.kept += landed as u64;
+            r
         };
-        *kept += landed as u64;
+        self.buf.clear();
+        self.ends.clear();
         r
-    };
-    buf.clear();
-    ends.clear();
-    r
+    }
+
+    /// Writes the batch and flushes the output.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        self.commit()?;
+        self.out.flush()
+    }
+}
+
+impl<W> Batch<W> {
+    /// Records the output holds whole.
+    pub(crate) fn kept(&self) -> u64 {
+        self.kept
+    }
 }
 
 /// A [`Write`] whose `write_all` either appends the whole buffer or, on failure,

@@ -4,25 +4,22 @@
 //! pandas: `pd.read_json(f, lines=True).iloc[1:]`, or read line by line and skip the
 //! line that has a `metadata` key.
 
-use super::{Metadata, RecordOutput, Sample, Sink, BATCH_BYTES};
+use super::file::Batch;
+use super::{Metadata, RecordOutput, Sample, Sink};
 use crate::source::Channel;
 use std::io::{self, Write};
 
 /// Writes JSON Lines to `W` in whole batches.
 pub struct JsonlSink<W: Write> {
-    out: W,
-    buf: Vec<u8>,
-    /// Where each sample in `buf` ends: a failed write keeps whole samples only.
-    ends: Vec<usize>,
-    /// Samples the output holds whole.
-    kept: u64,
+    /// The output and the samples not yet written to it.
+    batch: Batch<W>,
     labels: Vec<(u32, &'static str)>,
 }
 
 impl<W: Write> std::fmt::Debug for JsonlSink<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JsonlSink")
-            .field("kept", &self.kept)
+            .field("kept", &self.batch.kept())
             .finish_non_exhaustive()
     }
 }
@@ -31,17 +28,9 @@ impl<W: RecordOutput> JsonlSink<W> {
     /// A JSON Lines sink writing to `out`.
     pub fn new(out: W) -> Self {
         JsonlSink {
-            out,
-            buf: Vec::with_capacity(BATCH_BYTES + 4096),
-            // A batch of one-domain samples (the shortest) fits without growing.
-            ends: Vec::with_capacity(BATCH_BYTES / 32),
-            kept: 0,
+            batch: Batch::new(out),
             labels: Vec::new(),
         }
-    }
-
-    fn commit(&mut self) -> io::Result<()> {
-        super::file::commit_batch(&mut self.out, &mut self.buf, &mut self.ends, &mut self.kept)
     }
 }
 
@@ -106,8 +95,8 @@ pub fn metadata_json(meta: &Metadata, channels: &[Channel]) -> serde_json::Value
 
 impl<W: RecordOutput + Send> Sink for JsonlSink<W> {
     fn begin(&mut self, meta: &Metadata, channels: &[Channel]) -> io::Result<()> {
-        serde_json::to_writer(&mut self.buf, &metadata_json(meta, channels))?;
-        self.buf.push(b'\n');
+        serde_json::to_writer(&mut self.batch.buf, &metadata_json(meta, channels))?;
+        self.batch.buf.push(b'\n');
         self.labels = channels
             .iter()
             .map(|c| (c.id.socket.0, c.id.domain.name()))
@@ -120,7 +109,7 @@ impl<W: RecordOutput + Send> Sink for JsonlSink<W> {
         // valid JSON without a serializer per row.
         for (i, (&(socket, domain), &e)) in self.labels.iter().zip(s.energy).enumerate() {
             write!(
-                self.buf,
+                self.batch.buf,
                 "{{\"timestamp_ns\":{},\"socket\":{socket},\"domain\":\"{domain}\",\"energy_j\":{:.9},\"power_w\":{:.6},\"missed\":{},\"merged\":{},\"freq_hz\":{}",
                 s.t_ns,
                 e.0,
@@ -131,23 +120,18 @@ impl<W: RecordOutput + Send> Sink for JsonlSink<W> {
             )?;
             // Present only on a marked row (a reset, step back or jump of this counter).
             match s.marks.kind(i) {
-                Some(k) => writeln!(self.buf, ",\"counter\":\"{}\"}}", k.name())?,
-                None => writeln!(self.buf, "}}")?,
+                Some(k) => writeln!(self.batch.buf, ",\"counter\":\"{}\"}}", k.name())?,
+                None => writeln!(self.batch.buf, "}}")?,
             }
         }
-        self.ends.push(self.buf.len());
-        if self.buf.len() >= BATCH_BYTES {
-            self.commit()?;
-        }
-        Ok(())
+        self.batch.end_record()
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.commit()?;
-        self.out.flush()
+        self.batch.flush()
     }
 
     fn kept(&self) -> Option<u64> {
-        Some(self.kept)
+        Some(self.batch.kept())
     }
 }
