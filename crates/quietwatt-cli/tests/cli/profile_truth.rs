@@ -163,9 +163,12 @@ fn energy_of(stacks: &[(String, u64)], function: &str) -> u64 {
 /// ~1.2 points. The model's limit: power is per interval, not per CPU, and the
 /// emulator counts busy CPUs in 10 ms quanta of the real /proc/stat, so the
 /// other work of a busy VM lands on whichever of the two was sampled beside it.
-/// Observed on the busy 2-CPU VM this was written on: within 2 points over
-/// repeated runs (see the report of the change); 10 points leaves room for a
-/// busier machine while still telling 2:1 (67 %) from 1:1 (50 %).
+/// Observed on the busy 2-CPU VM this was written on (other builds running,
+/// the Node test beside it): the energy share 0 to 4.4 points from the CPU share
+/// over 11 runs (CPU shares 60 to 72 %); 10 points leaves room for a busier
+/// machine while still telling 2:1 (67 %) from 1:1 (50 %). Joules are not
+/// checked against 5 W × CPU time: the other work of a busy VM raises every
+/// interval's power, which the shares cancel and absolute joules would not.
 const SHARE_TOLERANCE_PP: f64 = 10.0;
 
 #[test]
@@ -245,6 +248,18 @@ fn two_functions_in_a_known_cpu_ratio_get_their_energy_share_and_conserve_exactl
         .sum();
     let attributed: u64 = stacks.iter().map(|(_, c)| c).sum::<u64>() - unattributed;
     assert_eq!(attributed, u(&s, "attributed_uj"), "the stacks' µJ");
+    // The program's three spinning functions are nearly all it does: the rest
+    // (start, thread spawns, the clocks read between chunks) is small.
+    let spinning = heavy + light + energy_of(&stacks, "quietwatt_truth_rest");
+    println!(
+        "truth: the three spinning functions have {:.1} % of the attributed energy",
+        100.0 * spinning as f64 / attributed as f64
+    );
+    assert!(
+        spinning as f64 >= 0.8 * attributed as f64,
+        "the spinning functions have {spinning} of {attributed} attributed µJ:\n{}",
+        listing()
+    );
     assert_eq!(unattributed, u(&s, "unattributed_uj"));
     assert_eq!(
         attributed + unattributed,
@@ -307,15 +322,14 @@ fn a_node_js_function_is_named_through_its_perf_map() {
     let stacks = folded(&out);
     // JIT frames may give short stacks: the leaf naming the function in some
     // sample is enough.
-    let named: u64 = stacks
+    let leaves: Vec<(&str, u64)> = stacks
         .iter()
-        .filter(|(s, _)| {
-            s.rsplit(';')
-                .next()
-                .is_some_and(|leaf| leaf.contains("quietwattHotLoop"))
-        })
-        .map(|(_, c)| c)
-        .sum();
+        .filter_map(|(s, c)| Some((s.rsplit(';').next()?, *c)))
+        .filter(|(leaf, _)| leaf.contains("quietwattHotLoop"))
+        .collect();
+    // Printed for the record of how the frame reads (`--nocapture`).
+    println!("node: leaves naming quietwattHotLoop: {leaves:?}");
+    let named: u64 = leaves.iter().map(|(_, c)| c).sum();
     assert!(
         named > 0,
         "no leaf frame names quietwattHotLoop:\n{}",
