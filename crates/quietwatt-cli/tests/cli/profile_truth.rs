@@ -1,0 +1,344 @@
+//! `quietwatt profile` against a known truth (issue 25, item 5).
+//!
+//! 1. Under the load-following emulator (`follow=10:5`: 10 W plus 5 W per busy
+//!    CPU of this machine, from its real /proc/stat) energy follows CPU time. A
+//!    program built here with frame pointers runs two distinctively named
+//!    functions on two threads, one with twice the other's CPU time, each timed
+//!    by its own thread's CPU clock; the profile must name both and give each its
+//!    share of their energy, and conserve the package energy exactly.
+//! 2. A Node.js program run with `--perf-basic-prof`: its JIT-compiled hot
+//!    function is named through the perf map `/tmp/perf-PID.map`.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+/// The truth program. Thread A runs `quietwatt_truth_heavy` all the time; thread
+/// B alternates `quietwatt_truth_light` and `quietwatt_truth_rest`, one chunk
+/// each, so heavy has about twice light's CPU time. Both threads stay busy until
+/// the same deadline: every energy interval then holds both threads' samples,
+/// and no interval's idle power goes to one of them alone (the split sets no idle
+/// power apart by default, so a thread running alone at the end would take all
+/// of its intervals' 10 W idle too). Each chunk is timed by its thread's own CPU
+/// clock (`CLOCK_THREAD_CPUTIME_ID`), so the true ratio is known on a busy VM
+/// too; the figures go to the file named by the first argument.
+const TRUTH_RS: &str = r#"
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+#[repr(C)]
+struct Timespec { sec: i64, nsec: i64 }
+extern "C" { fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32; }
+const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: a valid clock id and a pointer to a live timespec.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.sec as u64 * 1_000_000_000 + ts.nsec as u64
+}
+
+macro_rules! spin {
+    ($name:ident) => {
+        #[inline(never)]
+        fn $name(n: u64) -> u64 {
+            let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
+            for i in 0..n {
+                x = x.rotate_left(7) ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d);
+                x = black_box(x);
+            }
+            x
+        }
+    };
+}
+spin!(quietwatt_truth_heavy);
+spin!(quietwatt_truth_light);
+spin!(quietwatt_truth_rest);
+
+/// Runs one chunk of `f`, adding the thread CPU ns it took to `ns`.
+fn timed(ns: &mut u64, f: fn(u64) -> u64) {
+    let t0 = thread_cpu_ns();
+    black_box(f(200_000));
+    *ns += thread_cpu_ns() - t0;
+}
+
+fn main() {
+    let out = std::env::args().nth(1).expect("the output file");
+    let secs: f64 = std::env::args().nth(2).map_or(1.0, |s| s.parse().unwrap());
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let a = std::thread::spawn(move || {
+        let mut heavy = 0;
+        while Instant::now() < deadline {
+            timed(&mut heavy, quietwatt_truth_heavy);
+        }
+        heavy
+    });
+    let b = std::thread::spawn(move || {
+        let (mut light, mut rest) = (0, 0);
+        while Instant::now() < deadline {
+            timed(&mut light, quietwatt_truth_light);
+            timed(&mut rest, quietwatt_truth_rest);
+        }
+        (light, rest)
+    });
+    let heavy = a.join().unwrap();
+    let (light, rest) = b.join().unwrap();
+    std::fs::write(out, format!("{heavy} {light} {rest}\n")).unwrap();
+}
+"#;
+
+/// Builds [`TRUTH_RS`] in `dir` with frame pointers and symbols.
+fn build_truth(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("truth.rs");
+    let exe = dir.join("quietwatt-truth");
+    std::fs::write(&src, TRUTH_RS).unwrap();
+    // Cargo's toolchain builds it: `RUSTC` where cargo set it, `rustc` on PATH.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let o = Command::new(&rustc)
+        .args(["--edition", "2021", "-C", "opt-level=1", "-C"])
+        .arg("force-frame-pointers=yes")
+        .arg("-g")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {rustc} to build the truth program: {e}"));
+    assert!(
+        o.status.success(),
+        "building the truth program failed:\n{}",
+        common::stderr(&o)
+    );
+    exe
+}
+
+/// The `--json` summary (the last line on stdout).
+fn summary(o: &std::process::Output) -> serde_json::Value {
+    let out = common::stdout(o);
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e}) in {out:?}; stderr:\n{}",
+            common::stderr(o)
+        )
+    })
+}
+
+fn u(v: &serde_json::Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing: {v}"))
+}
+
+/// A folded file's `(stack, µJ)` lines.
+fn folded(path: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|line| {
+            let (stack, count) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not `stack COUNT`: {line:?}"));
+            let count = count
+                .parse()
+                .unwrap_or_else(|_| panic!("count not an integer: {line:?}"));
+            (stack.to_string(), count)
+        })
+        .collect()
+}
+
+/// µJ of the stacks that hold a frame naming `function`.
+fn energy_of(stacks: &[(String, u64)], function: &str) -> u64 {
+    stacks
+        .iter()
+        .filter(|(s, _)| s.split(';').any(|f| f.contains(function)))
+        .map(|(_, c)| c)
+        .sum()
+}
+
+/// How far (in percentage points) a function's share of the two functions'
+/// energy may be from its share of their CPU time. Sampling noise: at ~1 kHz
+/// per CPU a 1 s run gives ~1500 samples of the two, a binomial spread of
+/// ~1.2 points. The model's limit: power is per interval, not per CPU, and the
+/// emulator counts busy CPUs in 10 ms quanta of the real /proc/stat, so the
+/// other work of a busy VM lands on whichever of the two was sampled beside it.
+/// Observed on the busy 2-CPU VM this was written on (other builds running,
+/// the Node test beside it): the energy share 0 to 4.4 points from the CPU share
+/// over 14 runs (CPU shares 60 to 80 %); 10 points leaves room for a busier
+/// machine while still telling 2:1 (67 %) from 1:1 (50 %). Joules are not
+/// checked against 5 W × CPU time: the other work of a busy VM raises every
+/// interval's power, which the shares cancel and absolute joules would not.
+const SHARE_TOLERANCE_PP: f64 = 10.0;
+
+#[test]
+fn two_functions_in_a_known_cpu_ratio_get_their_energy_share_and_conserve_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_truth(dir.path());
+    let figures = dir.path().join("cpu.txt");
+    let out = dir.path().join("truth.folded");
+    let m = common::mount_following();
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+            "--",
+            exe.to_str().unwrap(),
+            figures.to_str().unwrap(),
+            "1.0",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "profile failed (it needs root or perf_event_paranoid <= 1):\n{}",
+        common::stderr(&o)
+    );
+    let s = summary(&o);
+    assert_eq!(s["emulated"], true);
+    assert_eq!(s["exit_code"], 0);
+
+    // The truth: each function's CPU time by its own thread's clock.
+    let text = std::fs::read_to_string(&figures).expect("the truth program's CPU times");
+    let ns: Vec<f64> = text
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let (heavy_ns, light_ns) = (ns[0], ns[1]);
+    assert!(
+        heavy_ns > 0.0 && light_ns > 0.0,
+        "no CPU time measured: {text}"
+    );
+
+    let stacks = folded(&out);
+    let heavy = energy_of(&stacks, "quietwatt_truth_heavy");
+    let light = energy_of(&stacks, "quietwatt_truth_light");
+    let listing = || {
+        stacks
+            .iter()
+            .map(|(s, c)| format!("{s} {c}\n"))
+            .collect::<String>()
+    };
+    assert!(heavy > 0, "quietwatt_truth_heavy not named:\n{}", listing());
+    assert!(light > 0, "quietwatt_truth_light not named:\n{}", listing());
+
+    let energy_share = 100.0 * heavy as f64 / (heavy + light) as f64;
+    let cpu_share = 100.0 * heavy_ns / (heavy_ns + light_ns);
+    // Printed for the record of what this machine shows (`--nocapture`).
+    println!(
+        "truth: heavy {:.3} s, light {:.3} s CPU ({cpu_share:.1} % heavy); \
+         energy heavy {heavy} µJ, light {light} µJ ({energy_share:.1} % heavy)",
+        heavy_ns / 1e9,
+        light_ns / 1e9
+    );
+    assert!(
+        (energy_share - cpu_share).abs() <= SHARE_TOLERANCE_PP,
+        "heavy's share of the two functions' energy {energy_share:.1} % against its share of \
+         their CPU time {cpu_share:.1} % (± {SHARE_TOLERANCE_PP} points)"
+    );
+
+    // Conservation, exact in µJ: the stacks and the [unattributed] line make up
+    // the measured package energy.
+    let unattributed: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s == "[unattributed]")
+        .map(|(_, c)| c)
+        .sum();
+    let attributed: u64 = stacks.iter().map(|(_, c)| c).sum::<u64>() - unattributed;
+    assert_eq!(attributed, u(&s, "attributed_uj"), "the stacks' µJ");
+    // The program's three spinning functions are nearly all it does: the rest
+    // (start, thread spawns, the clocks read between chunks) is small.
+    let spinning = heavy + light + energy_of(&stacks, "quietwatt_truth_rest");
+    println!(
+        "truth: the three spinning functions have {:.1} % of the attributed energy",
+        100.0 * spinning as f64 / attributed as f64
+    );
+    assert!(
+        spinning as f64 >= 0.8 * attributed as f64,
+        "the spinning functions have {spinning} of {attributed} attributed µJ:\n{}",
+        listing()
+    );
+    assert_eq!(unattributed, u(&s, "unattributed_uj"));
+    assert_eq!(
+        attributed + unattributed,
+        u(&s, "package_uj"),
+        "stacks + unattributed against the measured package energy, in µJ"
+    );
+}
+
+/// A CPU-bound JavaScript function (TurboFan compiles the loop on stack) and the
+/// pid written where the test can find the perf map to remove it.
+const NODE_JS: &str = r#"
+const fs = require("fs");
+fs.writeFileSync(process.argv[2], String(process.pid));
+function quietwattHotLoop(n) {
+  let x = 0x9e3779b9 | 0;
+  for (let i = 0; i < n; i++) {
+    x = (((x << 7) | (x >>> 25)) ^ (i * 0x2545f491)) | 0;
+  }
+  return x;
+}
+let acc = 0;
+const until = Date.now() + 600;
+while (Date.now() < until) acc ^= quietwattHotLoop(1000000);
+console.log(acc);
+"#;
+
+#[test]
+fn a_node_js_function_is_named_through_its_perf_map() {
+    let node = "/usr/bin/node";
+    assert!(
+        Path::new(node).exists(),
+        "{node} is missing: this test needs Node.js (v20) to profile JIT frames \
+         through --perf-basic-prof; install nodejs"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hot.js");
+    let pid_file = dir.path().join("pid");
+    std::fs::write(&script, NODE_JS).unwrap();
+    let out = dir.path().join("node.folded");
+    let m = common::mount_following();
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+            "--",
+            node,
+            "--perf-basic-prof",
+            // Its V8 log goes with the test's files, not into the working directory.
+            &format!("--logfile={}", dir.path().join("v8.log").display()),
+            "--no-logfile-per-isolate",
+            script.to_str().unwrap(),
+            pid_file.to_str().unwrap(),
+        ],
+    );
+    // Node leaves its perf map in /tmp: remove it whatever the outcome.
+    if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", pid.trim()));
+    }
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let stacks = folded(&out);
+    // JIT frames may give short stacks: the leaf naming the function in some
+    // sample is enough.
+    let leaves: Vec<(&str, u64)> = stacks
+        .iter()
+        .filter_map(|(s, c)| Some((s.rsplit(';').next()?, *c)))
+        .filter(|(leaf, _)| leaf.contains("quietwattHotLoop"))
+        .collect();
+    // Printed for the record of how the frame reads (`--nocapture`).
+    println!("node: leaves naming quietwattHotLoop: {leaves:?}");
+    let named: u64 = leaves.iter().map(|(_, c)| c).sum();
+    assert!(
+        named > 0,
+        "no leaf frame names quietwattHotLoop:\n{}",
+        stacks
+            .iter()
+            .map(|(s, c)| format!("{s} {c}\n"))
+            .collect::<String>()
+    );
+}
