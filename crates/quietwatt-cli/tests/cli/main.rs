@@ -23,6 +23,7 @@ mod model_cli;
 mod model_warning;
 mod parquet;
 mod profile;
+mod profile_pprof;
 mod record_stop;
 mod recording_edges;
 mod serve;
