@@ -1,6 +1,7 @@
 //! A profile's outputs: folded stacks ([`crate::write_folded`]), an energy flame
-//! graph as SVG (inferno's plotting, widths in µJ), pprof ([`crate::pprof`]), and
-//! the top functions by energy for a terminal summary. Frames are named by a [`Symbolizer`], once, and
+//! graph as SVG (inferno's plotting, widths in µJ), and the top functions by
+//! energy for a terminal summary; [`crate::pprof`] writes pprof from the same
+//! named stacks. Frames are named by a [`Symbolizer`], once, and
 //! every output is made from the same named lines.
 
 use crate::folded::{named_lines, Symbolizer};
@@ -101,16 +102,6 @@ impl NamedStacks {
     /// Writes the folded stacks.
     pub fn write_folded(&self, out: &mut dyn Write) -> io::Result<()> {
         out.write_all(self.folded.as_bytes())
-    }
-
-    /// Writes pprof's gzipped `profile.proto` ([`crate::pprof`]): µJ and sample
-    /// counts per stack, `[unattributed]` as a stack of its own.
-    pub fn write_pprof(
-        &self,
-        out: &mut dyn Write,
-        header: &crate::pprof::PprofHeader,
-    ) -> io::Result<()> {
-        crate::pprof::write_pprof(out, self, header)
     }
 
     /// Writes an energy flame graph: widths in µJ, `title` above it (say the total

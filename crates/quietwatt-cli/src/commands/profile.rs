@@ -198,8 +198,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let written = match format {
         Format::Folded => named.write_folded(&mut file),
         Format::Svg => named.write_svg(&mut file, &title, &subtitle),
-        Format::Pprof => named.write_pprof(
+        Format::Pprof => quietwatt_profile::write_pprof(
             &mut file,
+            &named,
             &PprofHeader {
                 start: started,
                 duration: outcome.wall,
