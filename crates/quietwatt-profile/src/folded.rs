@@ -119,19 +119,15 @@ fn clean(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
-/// Writes the folded stacks of `energy`, frames named by `sym`, one line per
-/// distinct named stack (stacks whose names are equal are added), sorted, with
-/// µJ counts; stacks with 0 µJ are left out. With `unattributed`, a last
-/// `[unattributed]` line holds what no stack got, so the lines add up to the
-/// measured energy. Returns the µJ written.
-pub fn write_folded(
-    out: &mut dyn Write,
+/// Each distinct named stack (frames root first, joined by `;`) with its µJ and
+/// its stack samples; stacks that got no energy are left out. Stacks whose
+/// frames are named alike are merged.
+pub(crate) fn named_lines(
     table: &StackTable,
     energy: &StackEnergy,
     sym: &mut dyn Symbolizer,
-    unattributed: bool,
-) -> io::Result<u64> {
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+) -> BTreeMap<String, (u64, u64)> {
+    let mut lines: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (id, t) in &energy.stacks {
         let uj = t.total_uj();
         if uj == 0 {
@@ -146,10 +142,28 @@ pub fn write_folded(
             Some(_) => "[no call chain]".to_string(),
             None => "[unknown stack]".to_string(),
         };
-        *lines.entry(name).or_default() += uj;
+        let line = lines.entry(name).or_default();
+        line.0 += uj;
+        line.1 += t.samples;
     }
+    lines
+}
+
+/// Writes the folded stacks of `energy`, frames named by `sym`, one line per
+/// distinct named stack (stacks whose names are equal are added), sorted, with
+/// µJ counts; stacks with 0 µJ are left out. With `unattributed`, a last
+/// `[unattributed]` line holds what no stack got, so the lines add up to the
+/// measured energy. Returns the µJ written.
+pub fn write_folded(
+    out: &mut dyn Write,
+    table: &StackTable,
+    energy: &StackEnergy,
+    sym: &mut dyn Symbolizer,
+    unattributed: bool,
+) -> io::Result<u64> {
+    let lines = named_lines(table, energy, sym);
     let mut written = 0;
-    for (name, uj) in &lines {
+    for (name, (uj, _)) in &lines {
         writeln!(out, "{name} {uj}")?;
         written += uj;
     }

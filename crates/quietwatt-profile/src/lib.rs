@@ -25,8 +25,11 @@
 //!   rows turned into exact µJ intervals, the split; DRAM reported, not split.
 //! - [`output`]: the outputs ([`NamedStacks`]): folded stacks, an energy flame
 //!   graph (SVG, inferno), the top functions by self energy.
+//! - [`pprof`]: pprof's gzipped `profile.proto` ([`write_pprof`]), sample types
+//!   `energy/microjoules` and `samples/count`, for `go tool pprof`, Pyroscope
+//!   and speedscope.
 //!
-//! Not yet: pprof and Perfetto outputs.
+//! Not yet: the Perfetto output.
 //!
 //! # Example
 //!
@@ -82,6 +85,7 @@ pub mod document;
 pub mod error;
 pub mod folded;
 pub mod output;
+pub mod pprof;
 pub mod profile;
 pub mod sampler;
 pub mod split;
@@ -92,6 +96,7 @@ pub use document::{ProfileDocument, TopFunction};
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
 pub use output::{Format, FunctionEnergy, NamedStacks};
+pub use pprof::{write_pprof, PprofHeader};
 pub use profile::{run_profile, Hooks, ProfileOutcome, ProfileRun, RunError, Workload};
 pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledEvent, Target};
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};

@@ -1,9 +1,10 @@
 //! A profile's outputs: folded stacks ([`crate::write_folded`]), an energy flame
 //! graph as SVG (inferno's plotting, widths in µJ), and the top functions by
-//! energy for a terminal summary. Frames are named by a [`Symbolizer`], once, and
+//! energy for a terminal summary; [`crate::pprof`] writes pprof from the same
+//! named stacks. Frames are named by a [`Symbolizer`], once, and
 //! every output is made from the same named lines.
 
-use crate::folded::{write_folded, Symbolizer};
+use crate::folded::{named_lines, Symbolizer};
 use crate::split::StackEnergy;
 use crate::stack::StackTable;
 use std::collections::BTreeMap;
@@ -17,11 +18,16 @@ pub enum Format {
     Folded,
     /// An energy flame graph (`.svg`).
     Svg,
+    /// pprof's gzipped `profile.proto` (`.pb.gz`): µJ and sample counts.
+    Pprof,
 }
 
 impl Format {
-    /// The format a path's extension names (`.folded`, `.svg`), if any.
+    /// The format a path's extension names (`.folded`, `.svg`, `.pb.gz`), if any.
     pub fn from_path(path: &Path) -> Option<Format> {
+        if path.to_str()?.ends_with(".pb.gz") {
+            return Some(Format::Pprof);
+        }
         match path.extension()?.to_str()? {
             "folded" => Some(Format::Folded),
             "svg" => Some(Format::Svg),
@@ -29,11 +35,12 @@ impl Format {
         }
     }
 
-    /// The format of a `--format` word (`folded`, `svg`).
+    /// The format of a `--format` word (`folded`, `svg`, `pprof`).
     pub fn from_name(name: &str) -> Option<Format> {
         match name {
             "folded" => Some(Format::Folded),
             "svg" => Some(Format::Svg),
+            "pprof" => Some(Format::Pprof),
             _ => None,
         }
     }
@@ -43,6 +50,7 @@ impl Format {
         match self {
             Format::Folded => "folded",
             Format::Svg => "svg",
+            Format::Pprof => "pprof",
         }
     }
 }
@@ -52,8 +60,12 @@ impl Format {
 /// output comes from it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NamedStacks {
-    /// `frame;frame;frame COUNT` lines, sorted, as [`write_folded`] writes them.
+    /// `frame;frame;frame COUNT` lines, sorted, as [`crate::write_folded`]
+    /// writes them.
     pub folded: String,
+    /// The stack samples of each named stack (the `folded` line's stack, without
+    /// its count); `[unattributed]` has none.
+    pub samples: BTreeMap<String, u64>,
 }
 
 impl NamedStacks {
@@ -66,12 +78,17 @@ impl NamedStacks {
         sym: &mut dyn Symbolizer,
         unattributed: bool,
     ) -> NamedStacks {
-        let mut out = Vec::new();
-        // Writing into a Vec cannot fail.
-        let _ = write_folded(&mut out, table, energy, sym, unattributed);
-        NamedStacks {
-            folded: String::from_utf8_lossy(&out).into_owned(),
+        let lines = named_lines(table, energy, sym);
+        let mut folded = String::new();
+        for (name, (uj, _)) in &lines {
+            folded.push_str(&format!("{name} {uj}\n"));
         }
+        let un = energy.unattributed.total_uj();
+        if unattributed && un > 0 {
+            folded.push_str(&format!("[unattributed] {un}\n"));
+        }
+        let samples = lines.into_iter().map(|(k, (_, n))| (k, n)).collect();
+        NamedStacks { folded, samples }
     }
 
     /// Each line's stack and µJ.
@@ -159,6 +176,7 @@ mod tests {
     fn named(text: &str) -> NamedStacks {
         NamedStacks {
             folded: text.to_string(),
+            ..NamedStacks::default()
         }
     }
 
@@ -171,7 +189,10 @@ mod tests {
         );
         assert_eq!(Format::from_path(Path::new("p.txt")), None);
         assert_eq!(Format::from_name("svg"), Some(Format::Svg));
-        assert_eq!(Format::from_name("pprof"), None);
+        assert_eq!(Format::from_path(Path::new("x.pb.gz")), Some(Format::Pprof));
+        assert_eq!(Format::from_path(Path::new("x.gz")), None);
+        assert_eq!(Format::from_name("pprof"), Some(Format::Pprof));
+        assert_eq!(Format::from_name("json"), None);
     }
 
     #[test]

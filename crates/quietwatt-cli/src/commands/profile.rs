@@ -5,7 +5,7 @@
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
 use quietwatt_profile::{
-    EventRequest, Format, Hooks, NamedStacks, Options, ProfileDocument, ProfileError,
+    EventRequest, Format, Hooks, NamedStacks, Options, PprofHeader, ProfileDocument, ProfileError,
     ProfileOutcome, ProfileRun, RunError, SampledEvent, SymbolOptions, Symbols, Target, Workload,
 };
 use std::path::PathBuf;
@@ -25,6 +25,8 @@ pub enum FormatArg {
     Folded,
     /// An energy flame graph, widths in µJ.
     Svg,
+    /// pprof's gzipped profile.proto (.pb.gz): µJ and samples per stack.
+    Pprof,
 }
 
 /// The stack-sampling event by name.
@@ -41,7 +43,7 @@ pub enum EventArg {
 /// Arguments of `profile`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The output file; its extension chooses the format (.svg, .folded) unless
+    /// The output file; its extension chooses the format (.svg, .folded, .pb.gz) unless
     /// --format does [default: profile.svg]
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
@@ -123,9 +125,10 @@ impl Args {
         match self.format {
             Some(FormatArg::Folded) => Ok(Format::Folded),
             Some(FormatArg::Svg) => Ok(Format::Svg),
+            Some(FormatArg::Pprof) => Ok(Format::Pprof),
             None => Format::from_path(&self.output()).ok_or_else(|| {
                 Failure::usage(format!(
-                    "-o {}: the format cannot be told from its extension: name it .svg or .folded, or give --format svg|folded",
+                    "-o {}: the format cannot be told from its extension: name it .svg, .folded or .pb.gz, or give --format svg|folded|pprof",
                     self.output().display()
                 ))
             }),
@@ -168,6 +171,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
     };
     crate::signals::install();
+    let started = std::time::SystemTime::now();
     let mut outcome = {
         let mut child = crate::signals::forward_to_command;
         // The sampler keeps each process's mappings itself (exec records, or
@@ -194,6 +198,15 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let written = match format {
         Format::Folded => named.write_folded(&mut file),
         Format::Svg => named.write_svg(&mut file, &title, &subtitle),
+        Format::Pprof => quietwatt_profile::write_pprof(
+            &mut file,
+            &named,
+            &PprofHeader {
+                start: started,
+                duration: outcome.wall,
+                comments: vec![title.clone(), subtitle.clone()],
+            },
+        ),
     }
     .and_then(|()| std::fs::write(&output, &file));
     if let Err(e) = written {

@@ -24,6 +24,7 @@ mod model_warning;
 mod parquet;
 mod profile;
 mod profile_truth;
+mod profile_pprof;
 mod record_stop;
 mod recording_edges;
 mod serve;

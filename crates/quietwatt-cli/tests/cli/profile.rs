@@ -199,7 +199,7 @@ fn refused(dir: &Path, args: &[&str], code: i32, says: &str) {
 fn bad_input_is_refused_with_its_fix_and_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    refused(d, &["--format", "pprof", "--", "true"], 2, "pprof");
+    refused(d, &["--format", "html", "--", "true"], 2, "html");
     refused(
         d,
         &["-o", "missing/dir/p.svg", "--", "true"],

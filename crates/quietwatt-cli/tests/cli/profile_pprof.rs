@@ -1,0 +1,116 @@
+//! `quietwatt profile -o x.pb.gz` against the emulator, read by Go's own pprof:
+//! what a user relies on is that `go tool pprof` opens the file, shows energy in
+//! its unit and the profile's functions, and diffs two profiles (`-diff_base`).
+//! Go is on the machines these tests run on; without it the test fails and says
+//! so (a skipped check would pass silently).
+
+use crate::common;
+
+use quietwatt_emulator::EmulatorConfig;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `go` on PATH, or at /usr/local/go/bin/go.
+fn go() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("go"))
+        .find(|g| g.is_file());
+    let fallback = PathBuf::from("/usr/local/go/bin/go");
+    match on_path {
+        Some(g) => g,
+        None if fallback.is_file() => fallback,
+        None => panic!(
+            "`go` is neither on PATH nor at /usr/local/go/bin/go: this test reads the \
+             profile with `go tool pprof`; install Go (https://go.dev/dl) and run it again"
+        ),
+    }
+}
+
+/// `go tool pprof ARGS`, its stdout; fails the test with stderr if it fails.
+fn pprof(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new(go())
+        .args(["tool", "pprof"])
+        .args(args)
+        .current_dir(dir)
+        // Nothing to fetch or symbolize: the names are in the file.
+        .env("PPROF_BINARY_PATH", dir)
+        .env("HOME", dir)
+        .output()
+        .expect("cannot run go");
+    assert!(
+        o.status.success(),
+        "go tool pprof {args:?} failed: {}\n{}",
+        o.status,
+        common::stderr(&o)
+    );
+    common::stdout(&o)
+}
+
+#[test]
+fn go_tool_pprof_reads_the_energy_profile_and_diffs_it() {
+    let m = common::mount(EmulatorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.pb.gz");
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "profile failed (it needs root or perf_event_paranoid <= 1):\n{}",
+        common::stderr(&o)
+    );
+    let line = common::stdout(&o);
+    let s: serde_json::Value = serde_json::from_str(line.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {line}"));
+    assert_eq!(s["format"], "pprof");
+    let top: Vec<&str> = s["top_self"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["function"].as_str())
+        .collect();
+    assert!(!top.is_empty(), "no function got energy: {s}");
+
+    let text = pprof(dir.path(), &["-top", "-sample_index=energy", "x.pb.gz"]);
+    assert!(
+        text.contains("Type: energy") && text.contains("microjoules"),
+        "the energy unit is not in go tool pprof -top:\n{text}"
+    );
+    assert!(
+        top.iter().any(|f| text.contains(f)),
+        "none of the profile's functions {top:?} in go tool pprof -top:\n{text}"
+    );
+    assert!(
+        text.contains("[unattributed]") || s["unattributed_uj"] == 0,
+        "{text}"
+    );
+    // The samples are there too, as the second sample type.
+    pprof(dir.path(), &["-top", "-sample_index=samples", "x.pb.gz"]);
+    // A profile against itself: every difference is 0, and pprof says so.
+    let diff = pprof(
+        dir.path(),
+        &[
+            "-top",
+            "-sample_index=energy",
+            "-diff_base",
+            "x.pb.gz",
+            "x.pb.gz",
+        ],
+    );
+    assert!(
+        diff.contains("accounting for 0,"),
+        "a profile against itself should differ by nothing:\n{diff}"
+    );
+}
