@@ -12,12 +12,12 @@ use std::path::Path;
 
 /// A CPU-bound shell loop (a few hundred ms of CPU on a busy VM), ending with
 /// `code`.
-fn spin(code: u8) -> String {
+pub(crate) fn spin(code: u8) -> String {
     format!("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exit {code}")
 }
 
 /// The `--json` summary on stdout.
-fn summary(o: &std::process::Output) -> serde_json::Value {
+pub(crate) fn summary(o: &std::process::Output) -> serde_json::Value {
     let out = common::stdout(o);
     let line = out.lines().last().unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|e| {
@@ -28,10 +28,38 @@ fn summary(o: &std::process::Output) -> serde_json::Value {
     })
 }
 
-fn u(v: &serde_json::Value, key: &str) -> u64 {
+/// `quietwatt --root ROOT profile --json ARGS`, which must succeed; its summary.
+pub(crate) fn profiled(root: &Path, args: &[&str]) -> serde_json::Value {
+    let o = common::quietwatt(root, &[&["profile", "--json"], args].concat());
+    assert!(
+        o.status.success(),
+        "profile failed (it needs root or perf_event_paranoid <= 1):\n{}",
+        common::stderr(&o)
+    );
+    summary(&o)
+}
+
+pub(crate) fn u(v: &serde_json::Value, key: &str) -> u64 {
     v[key]
         .as_u64()
         .unwrap_or_else(|| panic!("{key} missing: {v}"))
+}
+
+/// A folded file's `(stack, µJ)` lines, each checked to be `stack COUNT`.
+pub(crate) fn folded(path: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|line| {
+            let (stack, count) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not `stack COUNT`: {line:?}"));
+            let count = count
+                .parse()
+                .unwrap_or_else(|_| panic!("count not an integer: {line:?}"));
+            (stack.to_string(), count)
+        })
+        .collect()
 }
 
 #[test]
@@ -39,25 +67,10 @@ fn folded_stacks_add_up_to_the_measured_package_energy_exactly() {
     let m = common::mount(EmulatorConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.folded");
-    let o = common::quietwatt(
+    let s = profiled(
         m.root(),
-        &[
-            "profile",
-            "-o",
-            out.to_str().unwrap(),
-            "--json",
-            "--",
-            "sh",
-            "-c",
-            &spin(0),
-        ],
+        &["-o", out.to_str().unwrap(), "--", "sh", "-c", &spin(0)],
     );
-    assert!(
-        o.status.success(),
-        "profile failed (it needs root or perf_event_paranoid <= 1):\n{}",
-        common::stderr(&o)
-    );
-    let s = summary(&o);
     assert_eq!(s["emulated"], true);
     assert_eq!(s["exit_code"], 0);
     assert_eq!(s["format"], "folded");
@@ -65,18 +78,12 @@ fn folded_stacks_add_up_to_the_measured_package_energy_exactly() {
     assert!(u(&s, "samples") > 0, "no stack sampled: {s}");
     let measured = u(&s, "package_uj");
     assert!(measured > 0, "{s}");
-    let text = std::fs::read_to_string(&out).unwrap();
+    let lines = folded(&out);
     let (mut stacks, mut unattributed) = (0u64, None);
-    for line in text.lines() {
-        let (stack, count) = line
-            .rsplit_once(' ')
-            .unwrap_or_else(|| panic!("not `stack COUNT`: {line:?}"));
-        let count: u64 = count
-            .parse()
-            .unwrap_or_else(|_| panic!("count not an integer: {line:?}"));
-        assert!(!stack.is_empty() && count > 0, "{line:?}");
+    for (stack, count) in &lines {
+        assert!(!stack.is_empty() && *count > 0, "{stack:?} {count}");
         if stack == "[unattributed]" {
-            unattributed = Some(count);
+            unattributed = Some(*count);
         } else {
             stacks += count;
         }
@@ -92,7 +99,7 @@ fn folded_stacks_add_up_to_the_measured_package_energy_exactly() {
         measured,
         "stacks + unattributed against the measured package energy, in µJ"
     );
-    assert!(stacks > 0, "the loop's stacks got no energy:\n{text}");
+    assert!(stacks > 0, "the loop's stacks got no energy:\n{lines:?}");
     // The top functions are leaf frames of those stacks, with shares.
     let top = s["top_self"].as_array().unwrap();
     assert!(!top.is_empty() && top.len() <= 10, "{s}");
@@ -153,26 +160,12 @@ fn a_system_wide_profile_conserves_the_package_energy_too() {
     let m = common::mount(EmulatorConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("all.folded");
-    let o = common::quietwatt(
+    let s = profiled(
         m.root(),
-        &[
-            "profile",
-            "-a",
-            "--duration",
-            "300ms",
-            "-o",
-            out.to_str().unwrap(),
-            "--json",
-        ],
+        &["-a", "--duration", "300ms", "-o", out.to_str().unwrap()],
     );
-    assert!(o.status.success(), "{}", common::stderr(&o));
-    let s = summary(&o);
     assert_eq!(s["exit_code"], serde_json::Value::Null);
-    let total: u64 = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-        .sum();
+    let total: u64 = folded(&out).iter().map(|(_, c)| c).sum();
     assert_eq!(total, u(&s, "package_uj"));
     assert!(u(&s, "samples") > 0, "{s}");
 }

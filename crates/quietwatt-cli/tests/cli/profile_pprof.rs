@@ -53,27 +53,17 @@ fn go_tool_pprof_reads_the_energy_profile_and_diffs_it() {
     let m = common::mount(EmulatorConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.pb.gz");
-    let o = common::quietwatt(
+    let s = crate::profile::profiled(
         m.root(),
         &[
-            "profile",
             "-o",
             out.to_str().unwrap(),
-            "--json",
             "--",
             "sh",
             "-c",
-            "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+            &crate::profile::spin(0),
         ],
     );
-    assert!(
-        o.status.success(),
-        "profile failed (it needs root or perf_event_paranoid <= 1):\n{}",
-        common::stderr(&o)
-    );
-    let line = common::stdout(&o);
-    let s: serde_json::Value = serde_json::from_str(line.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {line}"));
     assert_eq!(s["format"], "pprof");
     let top: Vec<&str> = s["top_self"]
         .as_array()

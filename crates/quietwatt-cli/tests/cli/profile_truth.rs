@@ -10,6 +10,7 @@
 //!    function is named through the perf map `/tmp/perf-PID.map`.
 
 use crate::common;
+use crate::profile::{folded, profiled, u};
 
 use std::path::Path;
 use std::process::Command;
@@ -113,41 +114,6 @@ fn build_truth(dir: &Path) -> std::path::PathBuf {
     exe
 }
 
-/// The `--json` summary (the last line on stdout).
-fn summary(o: &std::process::Output) -> serde_json::Value {
-    let out = common::stdout(o);
-    let line = out.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| {
-        panic!(
-            "no JSON summary ({e}) in {out:?}; stderr:\n{}",
-            common::stderr(o)
-        )
-    })
-}
-
-fn u(v: &serde_json::Value, key: &str) -> u64 {
-    v[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing: {v}"))
-}
-
-/// A folded file's `(stack, µJ)` lines.
-fn folded(path: &Path) -> Vec<(String, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|line| {
-            let (stack, count) = line
-                .rsplit_once(' ')
-                .unwrap_or_else(|| panic!("not `stack COUNT`: {line:?}"));
-            let count = count
-                .parse()
-                .unwrap_or_else(|_| panic!("count not an integer: {line:?}"));
-            (stack.to_string(), count)
-        })
-        .collect()
-}
-
 /// µJ of the stacks that hold a frame naming `function`.
 fn energy_of(stacks: &[(String, u64)], function: &str) -> u64 {
     stacks
@@ -178,25 +144,17 @@ fn two_functions_in_a_known_cpu_ratio_get_their_energy_share_and_conserve_exactl
     let figures = dir.path().join("cpu.txt");
     let out = dir.path().join("truth.folded");
     let m = common::mount_following();
-    let o = common::quietwatt(
+    let s = profiled(
         m.root(),
         &[
-            "profile",
             "-o",
             out.to_str().unwrap(),
-            "--json",
             "--",
             exe.to_str().unwrap(),
             figures.to_str().unwrap(),
             "1.0",
         ],
     );
-    assert!(
-        o.status.success(),
-        "profile failed (it needs root or perf_event_paranoid <= 1):\n{}",
-        common::stderr(&o)
-    );
-    let s = summary(&o);
     assert_eq!(s["emulated"], true);
     assert_eq!(s["exit_code"], 0);
 
