@@ -103,13 +103,9 @@ pub fn record_json(
         done.format.name(),
         emulated,
         &Rate::Fixed(hz),
-        done.error.as_ref().map(|e| {
-            format!(
-                "{e}; {} holds the {} samples recorded before it, each complete",
-                output.display(),
-                rec.samples
-            )
-        }),
+        done.error
+            .as_ref()
+            .map(|e| quietwatt_recording::stopped_early(e, rec.samples)),
     );
     doc.notes = Some(done.notes.clone());
     Ok(serde_json::to_string(&doc.stamped()).unwrap_or_default())

@@ -445,3 +445,33 @@ pub struct RecordingOutcome {
     /// The split's totals, with attribution.
     pub attribution: Option<Totals>,
 }
+
+/// Why a recording that stopped early (`error`, with `samples` already written)
+/// stopped, and what its output still holds: the words every front end gives,
+/// without naming a flag. A full disk (ENOSPC, EDQUOT) names the fix.
+pub fn stopped_early(error: &quietwatt::Error, samples: u64) -> String {
+    match error {
+        quietwatt::Error::Output { path, source } => {
+            let holds = format!(
+                "{} holds the {samples} samples recorded before it, each complete",
+                path.display()
+            );
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) {
+                format!(
+                    "writing {} failed: the disk is full ({source}); {holds} (whatever the \
+                     full disk cut short was removed). Free space on that filesystem, or \
+                     record to one with room",
+                    path.display()
+                )
+            } else {
+                format!("writing {} failed: {source}; {holds}", path.display())
+            }
+        }
+        e => {
+            format!("recording stopped early: {e}; the {samples} samples before it are in the file")
+        }
+    }
+}

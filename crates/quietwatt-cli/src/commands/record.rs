@@ -340,26 +340,10 @@ fn broken_pipe(e: &quietwatt::Error) -> bool {
 /// Why a recording stopped early, what the file holds, and what to do: for every
 /// mechanism, on stderr and in the `--json` summary alike.
 pub(super) fn stopped_early(e: &quietwatt::Error, samples: u64) -> String {
+    let text = quietwatt_recording::stopped_early(e, samples);
     match e {
-        quietwatt::Error::Output { path, source } => {
-            let holds = format!(
-                "{} holds the {samples} samples recorded before it, each complete",
-                path.display()
-            );
-            if disk_full(source) {
-                format!(
-                    "writing {} failed: the disk is full ({source}); {holds} (whatever the \
-                     full disk cut short was removed). Free space on that filesystem, or \
-                     record to one with room (-o)",
-                    path.display()
-                )
-            } else {
-                format!("writing {} failed: {source}; {holds}", path.display())
-            }
-        }
-        e => {
-            format!("recording stopped early: {e}; the {samples} samples before it are in the file")
-        }
+        quietwatt::Error::Output { source, .. } if disk_full(source) => format!("{text} (-o)"),
+        _ => text,
     }
 }
 
