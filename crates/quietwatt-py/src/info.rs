@@ -5,7 +5,7 @@ use crate::errors::{bad_argument, to_py};
 use pyo3::prelude::*;
 use quietwatt::source::listing::ListDocument;
 use quietwatt::source::{probe, probe_all, Probe};
-use quietwatt::{Mechanism, SysRoot};
+use quietwatt::SysRoot;
 use serde::Serialize;
 use std::path::Path;
 
@@ -42,7 +42,7 @@ pub fn domains_json(py: Python<'_>, root: &str, mechanism: Option<&str>) -> PyRe
     let root = SysRoot::new(root);
     let probes: Vec<Probe> = match mechanism {
         Some(m) => {
-            let m: Mechanism = m.parse().map_err(|e| bad_argument(py, format!("{e}")))?;
+            let m = crate::session::parse_mechanism(py, m)?;
             let p = py.detach(|| probe(&root, m));
             if let Err(e) = p.result {
                 return Err(to_py(py, e.into()));

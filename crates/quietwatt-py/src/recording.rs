@@ -3,10 +3,11 @@
 //! summary the same typed document as `record --json`.
 
 use crate::errors::{bad_argument, raise, to_py};
+use crate::session::{parse_mechanism, selection};
 use pyo3::prelude::*;
 use quietwatt::document::{Document, RecordDocument};
 use quietwatt::source::choose::{ChooseError, MechanismRequest};
-use quietwatt::{Domain, Format, Hertz, Mechanism, Rate, Selection, SysRoot};
+use quietwatt::{Format, Hertz, Rate, SysRoot};
 use quietwatt_recording::{Output, RecordingBuilder, RecordingError};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,16 +49,10 @@ pub fn record_json(
         .output(Output::File(output.clone()), format)
         .emulated(emulated);
     if let Some(m) = mechanism {
-        let m: Mechanism = m.parse().map_err(|e| bad_argument(py, format!("{e}")))?;
-        b = b.mechanism(MechanismRequest::Named(m));
+        b = b.mechanism(MechanismRequest::Named(parse_mechanism(py, m)?));
     }
     if let Some(names) = domains {
-        let d = names
-            .iter()
-            .map(|n| n.parse::<Domain>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad_argument(py, format!("{e}")))?;
-        b = b.domains(Selection::only(d));
+        b = b.domains(selection(py, &names)?);
     }
     if let Some(s) = duration_s {
         let d = Duration::try_from_secs_f64(s)

@@ -29,6 +29,28 @@ pub fn forget_under(root: &str) {
     kept().retain(|k, _| !std::path::Path::new(&k.0).starts_with(root));
 }
 
+/// `mechanism=` parsed, or `BadArgument` saying which names exist.
+pub fn parse_mechanism(py: Python<'_>, name: &str) -> PyResult<Mechanism> {
+    name.parse().map_err(|e| bad_argument(py, format!("{e}")))
+}
+
+/// `domains=` (already a list of names) as a selection; an unknown or empty one is
+/// a `BadArgument` naming the domains that exist.
+pub fn selection(py: Python<'_>, names: &[String]) -> PyResult<Selection> {
+    let d = names
+        .iter()
+        .map(|n| n.parse::<Domain>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad_argument(py, format!("{e}")))?;
+    if d.is_empty() {
+        return Err(bad_argument(
+            py,
+            "domains= is empty: name at least one (package, core, uncore, dram, psys), or leave it out for all",
+        ));
+    }
+    Ok(Selection::only(d))
+}
+
 /// The configuration from the Python arguments (already defaulted on the Python
 /// side: `root` is never empty here).
 pub fn config(
@@ -41,22 +63,10 @@ pub fn config(
 ) -> PyResult<SessionConfig> {
     let mut c = SessionConfig::default().root(SysRoot::new(root));
     if let Some(m) = mechanism {
-        let m: Mechanism = m.parse().map_err(|e| bad_argument(py, format!("{e}")))?;
-        c = c.mechanism(m);
+        c = c.mechanism(parse_mechanism(py, m)?);
     }
     if let Some(names) = domains {
-        let d = names
-            .iter()
-            .map(|n| n.parse::<Domain>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad_argument(py, format!("{e}")))?;
-        if d.is_empty() {
-            return Err(bad_argument(
-                py,
-                "domains= is empty: name at least one (package, core, uncore, dram, psys), or leave it out for all",
-            ));
-        }
-        c = c.domains(Selection::only(d));
+        c = c.domains(selection(py, &names)?);
     }
     if let Some(f) = freq {
         let hz = Hertz::new(f).map_err(|e| bad_argument(py, format!("freq={f}: {e}")))?;
