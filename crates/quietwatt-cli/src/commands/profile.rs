@@ -293,76 +293,53 @@ fn summary(
     output: &std::path::Path,
     format: Format,
 ) {
-    let measured = o.package_total_uj();
-    let unattributed = o.energy.unattributed.total_uj();
-    let attributed = o.energy.accounted_uj() - unattributed;
-    let top = named.top_functions(TOP);
+    // One document: what --json prints, and what the words below say.
+    let doc = ProfileDocument::new(
+        o,
+        named,
+        TOP,
+        env.is_emulated(),
+        output.display().to_string(),
+        format,
+    );
     if args.json {
-        let doc = ProfileDocument::new(
-            o,
-            named,
-            TOP,
-            env.is_emulated(),
-            output.display().to_string(),
-            format,
-        );
         println!("{}", crate::schema::to_json(&doc));
         return;
     }
-    for w in o.measurement.warnings() {
+    for w in &doc.warnings {
         eprintln!("quietwatt: warning: {w}");
     }
-    if o.counts.lost > 0 {
-        eprintln!(
-            "quietwatt: warning: {} stack samples lost (the kernel's ring was full {} times): their energy went to the samples kept",
-            o.counts.lost, o.counts.lost_records
-        );
-    }
-    if o.rows_dropped > 0 {
-        eprintln!(
-            "quietwatt: warning: {} energy rows dropped before they were read: their energy is in no interval",
-            o.rows_dropped
-        );
-    }
-    let emulated = if env.is_emulated() {
-        " [EMULATED RAPL]"
-    } else {
-        ""
-    };
+    let measured = doc.package_uj;
+    let emulated = if doc.emulated { " [EMULATED RAPL]" } else { "" };
     eprintln!(
         "quietwatt profile{emulated}: {} in {:.2} s",
-        match o.status {
-            Some(s) => format!("{} (exit {})", args.command.join(" "), super::exit_code(s)),
+        match doc.exit_code {
+            Some(code) => format!("{} (exit {code})", args.command.join(" ")),
             None => "every CPU".to_string(),
         },
-        o.wall.as_secs_f64()
+        doc.wall_s
     );
     eprintln!(
         "  stacks       {} @ {} Hz per CPU: {}",
-        o.event.event.name(),
-        o.frequency_hz,
-        o.event.reason
+        doc.event, doc.frequency_hz, doc.event_reason
     );
     eprintln!(
         "  samples      {} ({} lost, {} throttled), {} distinct stacks",
-        o.counts.samples,
-        o.counts.lost,
-        o.counts.throttled,
-        o.table.len()
+        doc.samples, doc.lost, doc.throttled, doc.stacks
     );
-    let dram = o.dram_total_uj().map_or(String::new(), |d| {
+    let dram = doc.dram_uj.map_or(String::new(), |d| {
         format!("; DRAM {} J beside it, not split", joules(d))
     });
     eprintln!(
         "  energy       {} J package ({}, {} Hz){dram}",
         joules(measured),
-        o.mechanism,
+        doc.mechanism,
         quietwatt_profile::profile::ENERGY_HZ
     );
     eprintln!(
         "  attributed   {} J ({:.1} %) to the stacks sampled",
-        joules(attributed),
-        share(attributed, measured)
+        joules(doc.attributed_uj),
+        share(doc.attributed_uj, measured)
     );
     // System-wide, cpu-clock samples the idle task too: its stacks take the idle
     // energy, and only intervals with no sample at all stay unattributed.
@@ -373,22 +350,22 @@ fn summary(
     };
     eprintln!(
         "  unattributed {} J ({:.1} %): {why}",
-        joules(unattributed),
-        share(unattributed, measured)
+        joules(doc.unattributed_uj),
+        share(doc.unattributed_uj, measured)
     );
-    if !top.is_empty() {
+    if !doc.top_self.is_empty() {
         eprintln!("  top functions by self energy:");
         eprintln!(
             "    {:>7}  {:>10}  {:>10}  function",
             "share", "self J", "total J"
         );
-        for f in &top {
+        for f in &doc.top_self {
             eprintln!(
                 "    {:>6.1} %  {:>10}  {:>10}  {}",
-                share(f.self_uj, measured),
+                100.0 * f.self_share,
                 joules(f.self_uj),
                 joules(f.total_uj),
-                f.name
+                f.function
             );
         }
     }
