@@ -236,12 +236,8 @@ impl Executor for MeterExecutor<'_> {
     }
 }
 
-/// A process's exit code, or 128 + the signal that ended it (as a shell says).
-pub fn exit_code(status: std::process::ExitStatus) -> i32 {
-    status.code().unwrap_or_else(|| {
-        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-    })
-}
+/// A process's exit code, or 128 + the signal that ended it (the engine's).
+pub use quietwatt::command::exit_code;
 
 /// One scripted run of a [`MockExecutor`].
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -139,7 +139,7 @@ impl ProfileDocument {
             samples_outside: o.energy.samples_outside,
             domains: o.measurement.energy.domains.clone(),
             wall_s: o.wall.as_secs_f64(),
-            exit_code: o.status.map(exit_code),
+            exit_code: o.status.map(quietwatt::command::exit_code),
             output,
             format: format.name(),
             top_self: named
@@ -159,12 +159,4 @@ impl ProfileDocument {
 
 impl Document for ProfileDocument {
     const KIND: &'static str = "profile";
-}
-
-/// The shell's exit code of a status: the code, or 128 + the signal.
-fn exit_code(s: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    s.code()
-        .or_else(|| s.signal().map(|n| 128 + n))
-        .unwrap_or(1)
 }

@@ -25,6 +25,14 @@ pub struct MeasuredCommand {
     pub error: Option<Error>,
 }
 
+/// A command's exit code as a shell gives it: its own, or 128 + the signal that
+/// ended it.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    })
+}
+
 /// What [`measure_watched`] tells its watcher about the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildEvent {

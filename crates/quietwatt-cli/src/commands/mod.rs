@@ -196,11 +196,7 @@ pub fn print_notes(meter: &quietwatt::Meter) {
 }
 
 /// The exit code `run` passes on: the command's, or 128 + the signal that killed it.
-pub fn exit_code(status: std::process::ExitStatus) -> i32 {
-    status.code().unwrap_or_else(|| {
-        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-    })
-}
+pub use quietwatt::command::exit_code;
 
 /// The default rate of `run` and `run -r`/`compare`: 10 Hz (cheap, and far above
 /// what real RAPL counters need: they wrap after minutes), raised by the engine's
