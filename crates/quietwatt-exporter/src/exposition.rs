@@ -30,6 +30,7 @@
 //! Power is not exported: `rate(quietwatt_energy_joules_total[1m])` is watts, and
 //! a gauge of the power between two scrapes would depend on the scrape interval.
 
+use quietwatt::meter::DomainEnergy;
 use quietwatt::Measurement;
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -131,17 +132,23 @@ impl DomainSeries {
             .energy
             .domains
             .iter()
-            .map(|d| DomainSeries {
-                socket: d.socket,
-                die: d.die,
-                domain: d.domain,
-                mechanism,
-                energy_j: d.energy_j.0,
-                resets: d.anomalies - d.ambiguous,
-                ambiguous: d.ambiguous,
-                up: true,
-            })
+            .map(|d| DomainSeries::of_domain(d, mechanism))
             .collect()
+    }
+
+    /// One counter's series: its anomalies less the ambiguous decreases (counted
+    /// as wraps, no energy lost) are its resets; those go apart.
+    pub fn of_domain(d: &DomainEnergy, mechanism: &'static str) -> DomainSeries {
+        DomainSeries {
+            socket: d.socket,
+            die: d.die,
+            domain: d.domain,
+            mechanism,
+            energy_j: d.energy_j.0,
+            resets: d.anomalies - d.ambiguous,
+            ambiguous: d.ambiguous,
+            up: true,
+        }
     }
 }
 
@@ -509,6 +516,7 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quietwatt::{Joules, Watts};
 
     fn sample() -> Exposition {
         Exposition {
@@ -541,6 +549,38 @@ mod tests {
             families: Vec::new(),
             emulated: false,
         }
+    }
+
+    #[test]
+    fn an_ambiguous_decrease_is_exported_apart_and_never_as_a_reset() {
+        let d = DomainEnergy {
+            socket: 0,
+            die: None,
+            domain: "package",
+            energy_j: Joules(5.0),
+            uncertainty_j: Joules(0.1),
+            mean_power_w: Watts(10.0),
+            power_uncertainty_w: Watts(0.2),
+            quantum_j: Joules(1e-6),
+            update_interval_s: 0.001,
+            wraps: 4,
+            anomalies: 3,
+            ambiguous: 2,
+        };
+        let s = DomainSeries::of_domain(&d, "powercap");
+        assert_eq!((s.resets, s.ambiguous), (1, 2));
+        let e = Exposition {
+            domains: vec![s],
+            ..sample()
+        };
+        let t = render(&e, ExpositionFormat::Text);
+        assert!(
+            t.contains("quietwatt_counter_resets_total{socket=\"0\",domain=\"package\"} 1\n")
+                && t.contains(
+                    "quietwatt_counter_ambiguous_decreases_total{socket=\"0\",domain=\"package\"} 2\n"
+                ),
+            "{t}"
+        );
     }
 
     #[test]
