@@ -114,7 +114,10 @@ def main():
     finally:
         emu.terminate()
         emu.wait()
-        subprocess.run(["fusermount3", "-u", root], stderr=subprocess.DEVNULL, check=False)
+        for umount in (["fusermount3", "-u"], ["fusermount", "-u"], ["umount", "-l"]):
+            if shutil.which(umount[0]):
+                subprocess.run(umount + [root], stderr=subprocess.DEVNULL, check=False)
+                break
         shutil.rmtree(work, ignore_errors=True)
 
 
