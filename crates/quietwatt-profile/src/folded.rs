@@ -13,15 +13,23 @@ use crate::stack::StackTable;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
-/// Names a frame: the seam where a symbolizer (blazesym, next) comes in. A frame
-/// that cannot be named must still get a name (its address, its module and
-/// offset): frames never vanish. Every frame of a part but its leaf is a return
-/// address, one instruction past the call: a symbolizer that resolves lines should
-/// look up `ip - 1` for those (the [`crate::Stack`] says which is the leaf).
+/// Names a frame: the seam where a symbolizer (blazesym) comes in. A frame that
+/// cannot be named must still get a name (its address, its module and offset):
+/// frames never vanish.
 pub trait Symbolizer {
-    /// The name of the frame at `ip` in process `pid`; `kernel` for a kernel
-    /// address.
+    /// The name of the frame at `ip` in process `pid`, where the sample was taken
+    /// (a part's leaf); `kernel` for a kernel address.
     fn frame(&mut self, pid: u32, ip: u64, kernel: bool) -> String;
+
+    /// The name of a frame that is a return address (every frame of a part but
+    /// its leaf), one instruction past its call. A symbolizer that resolves
+    /// functions or lines looks up `ip - 1`, inside the call: a call that ends a
+    /// function would otherwise be named after the next one. By default, as
+    /// [`Symbolizer::frame`] (addresses and module offsets show the address as
+    /// the stack holds it, as perf does).
+    fn caller(&mut self, pid: u32, ip: u64, kernel: bool) -> String {
+        self.frame(pid, ip, kernel)
+    }
 }
 
 /// Frames as bare addresses.
@@ -119,6 +127,30 @@ fn clean(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
+/// `stack`'s frame names, root first (as [`crate::Stack::root_first`]): each
+/// part's leaf (index 0, where the sample was taken in that space) named with
+/// [`Symbolizer::frame`], its return addresses with [`Symbolizer::caller`].
+fn frame_names(stack: &crate::Stack, sym: &mut dyn Symbolizer) -> Vec<String> {
+    let user = stack
+        .user
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, &ip)| (ip, false, i == 0));
+    let kernel = stack
+        .kernel
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, &ip)| (ip, true, i == 0));
+    user.chain(kernel)
+        .map(|(ip, k, leaf)| match leaf {
+            true => clean(&sym.frame(stack.pid, ip, k)),
+            false => clean(&sym.caller(stack.pid, ip, k)),
+        })
+        .collect()
+}
+
 /// Each distinct named stack (frames root first, joined by `;`) with its µJ and
 /// its stack samples; stacks that got no energy are left out. Stacks whose
 /// frames are named alike are merged.
@@ -134,11 +166,7 @@ pub(crate) fn named_lines(
             continue;
         }
         let name = match table.get(*id) {
-            Some(s) if !s.is_empty() => s
-                .root_first()
-                .map(|(ip, k)| clean(&sym.frame(s.pid, ip, k)))
-                .collect::<Vec<_>>()
-                .join(";"),
+            Some(s) if !s.is_empty() => frame_names(s, sym).join(";"),
             Some(_) => "[no call chain]".to_string(),
             None => "[unknown stack]".to_string(),
         };
@@ -199,6 +227,48 @@ mod tests {
             m.frame(5, 0xffff_ffff_8100_0000, true),
             "[kernel] 0xffffffff81000000"
         );
+    }
+
+    /// Names each frame by how it was asked for: `f` for a leaf, `c` for a
+    /// return address.
+    struct Asked;
+
+    impl Symbolizer for Asked {
+        fn frame(&mut self, _pid: u32, ip: u64, kernel: bool) -> String {
+            format!("f{}{ip:x}", if kernel { "k" } else { "" })
+        }
+        fn caller(&mut self, _pid: u32, ip: u64, kernel: bool) -> String {
+            format!("c{}{ip:x}", if kernel { "k" } else { "" })
+        }
+    }
+
+    #[test]
+    fn only_each_parts_leaf_is_named_as_the_sampled_address_and_the_rest_as_return_addresses() {
+        // A sample taken in the kernel during a syscall: the user part's first
+        // frame is where user space entered the kernel (its own leaf), the rest
+        // of both parts are return addresses, looked up one byte before.
+        let mut table = StackTable::new();
+        let s = table.intern(&Stack {
+            pid: 1,
+            kernel: vec![0xa1, 0xa2],
+            user: vec![0x11, 0x12, 0x13],
+        });
+        let energy = StackEnergy {
+            stacks: [(
+                s,
+                StackTotal {
+                    dynamic_uj: 7,
+                    ..StackTotal::default()
+                },
+            )]
+            .into_iter()
+            .collect(),
+            measured_uj: 7,
+            ..StackEnergy::default()
+        };
+        let mut out = Vec::new();
+        write_folded(&mut out, &table, &energy, &mut Asked, false).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "c13;c12;f11;cka2;fka1 7\n");
     }
 
     #[test]

@@ -458,10 +458,14 @@ impl Symbols {
 }
 
 impl Symbolizer for Symbols {
-    /// As [`Symbols::name`] with `ip` looked up as given (the seam does not say
-    /// which frame is a leaf; [`Symbols::stack`] does).
+    /// As [`Symbols::name`] of a leaf: `ip` looked up as given.
     fn frame(&mut self, pid: u32, ip: u64, kernel: bool) -> String {
         self.name(pid, ip, kernel, true)
+    }
+
+    /// As [`Symbols::name`] of a return address: looked up at `ip - 1`.
+    fn caller(&mut self, pid: u32, ip: u64, kernel: bool) -> String {
+        self.name(pid, ip, kernel, false)
     }
 }
 
