@@ -49,7 +49,10 @@ pub trait Collector {
 }
 
 /// What the exporting process costs: its CPU seconds (user and system) and the
-/// times it slept and was woken (voluntary context switches), every thread's.
+/// times it slept and was woken (voluntary context switches), every thread's;
+/// and the standard `process_*` families every Prometheus client library
+/// exports (CPU, memory, file descriptors, start time), so that dashboards and
+/// alerts made for any exporter work on this one.
 #[derive(Debug, Default)]
 pub struct ProcessCollector;
 
@@ -78,8 +81,70 @@ impl Collector for ProcessCollector {
         );
         wakeups.push(none(), Value::Count(u.voluntary_switches));
         out.extend([cpu, wakeups]);
+        out.extend(standard(
+            u.cpu_ns,
+            quietwatt_sys::usage::ProcessFigures::current(),
+        ));
         Ok(())
     }
+}
+
+/// The standard process families (the Prometheus client libraries' "process
+/// metrics"): CPU seconds always, the rest where `/proc/self` was read.
+fn standard(cpu_ns: u64, figures: Option<quietwatt_sys::usage::ProcessFigures>) -> Vec<Family> {
+    let family = |name: &'static str, kind, unit, help: &'static str, value| {
+        let mut f = Family::new(name, kind, unit, help);
+        f.push(none(), value);
+        f
+    };
+    let mut out = vec![family(
+        "process_cpu_seconds",
+        Kind::Counter,
+        Some(Unit::Seconds),
+        "Total user and system CPU time spent in seconds.",
+        Value::Seconds(cpu_ns as f64 / 1e9),
+    )];
+    let Some(p) = figures else {
+        return out;
+    };
+    out.extend([
+        family(
+            "process_resident_memory_bytes",
+            Kind::Gauge,
+            Some(Unit::Bytes),
+            "Resident memory size in bytes.",
+            Value::Count(p.resident_bytes),
+        ),
+        family(
+            "process_virtual_memory_bytes",
+            Kind::Gauge,
+            Some(Unit::Bytes),
+            "Virtual memory size in bytes.",
+            Value::Count(p.virtual_bytes),
+        ),
+        family(
+            "process_open_fds",
+            Kind::Gauge,
+            None,
+            "Number of open file descriptors.",
+            Value::Count(p.open_fds),
+        ),
+        family(
+            "process_max_fds",
+            Kind::Gauge,
+            None,
+            "Maximum number of open file descriptors.",
+            Value::Count(p.max_fds),
+        ),
+        family(
+            "process_start_time_seconds",
+            Kind::Gauge,
+            Some(Unit::Seconds),
+            "Start time of the process since unix epoch in seconds.",
+            Value::Seconds(p.start_time_us as f64 / 1e6),
+        ),
+    ]);
+    out
 }
 
 /// No labels.
@@ -96,7 +161,31 @@ mod tests {
         let mut out = Vec::new();
         ProcessCollector.collect(&mut out).unwrap();
         let names: Vec<&str> = out.iter().map(|f| f.name.as_ref()).collect();
-        assert_eq!(names, ["quietwatt_cpu_seconds", "quietwatt_wakeups"]);
+        assert_eq!(
+            names,
+            [
+                "quietwatt_cpu_seconds",
+                "quietwatt_wakeups",
+                "process_cpu_seconds",
+                "process_resident_memory_bytes",
+                "process_virtual_memory_bytes",
+                "process_open_fds",
+                "process_max_fds",
+                "process_start_time_seconds"
+            ]
+        );
         assert!(matches!(out[0].samples[0].value, Value::Seconds(s) if s > 0.0));
+        // The standard family counts the same CPU time as quietwatt's own.
+        assert!(matches!(out[2].samples[0].value, Value::Seconds(s) if s > 0.0));
+        assert!(matches!(out[3].samples[0].value, Value::Count(b) if b > 0));
+    }
+
+    #[test]
+    fn without_proc_only_the_cpu_time_is_exported() {
+        let names: Vec<_> = standard(1_500_000_000, None)
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, ["process_cpu_seconds"]);
     }
 }

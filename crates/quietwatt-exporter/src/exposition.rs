@@ -7,8 +7,8 @@
 //! | family | type | labels |
 //! |---|---|---|
 //! | `energy_joules_total` | counter | `socket`, `domain`, `mechanism` (`die` on multi-die parts; `emulated="true"` when read from the emulator) |
-//! | `counter_resets_total` | counter | `socket`, `domain` (`die`) |
-//! | `counter_ambiguous_decreases_total` | counter | `socket`, `domain` (`die`) |
+//! | `rapl_resets_total` | counter | `socket`, `domain` (`die`) |
+//! | `rapl_ambiguous_decreases_total` | counter | `socket`, `domain` (`die`) |
 //! | `up` | gauge | `socket`, `domain` (`die`) |
 //! | `samples_total` | counter | none |
 //! | `missed_deadlines_total` | counter | none |
@@ -196,6 +196,8 @@ pub enum Unit {
     Joules,
     /// Seconds: the family's name ends in `_seconds`.
     Seconds,
+    /// Bytes: the family's name ends in `_bytes`.
+    Bytes,
 }
 
 impl Unit {
@@ -203,6 +205,7 @@ impl Unit {
         match self {
             Unit::Joules => "joules",
             Unit::Seconds => "seconds",
+            Unit::Bytes => "bytes",
         }
     }
 }
@@ -426,28 +429,28 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
     }
 
     f.header(
-        "quietwatt_counter_resets",
+        "quietwatt_rapl_resets",
         "counter",
         None,
         "Resets, steps back and implausible jumps of a RAPL counter that the energy absorbed (and restarts after a failure).",
     );
     for d in &e.domains {
         f.sample(
-            "quietwatt_counter_resets_total",
+            "quietwatt_rapl_resets_total",
             &domain_labels(d),
             &d.resets.to_string(),
         );
     }
 
     f.header(
-        "quietwatt_counter_ambiguous_decreases",
+        "quietwatt_rapl_ambiguous_decreases",
         "counter",
         None,
         "Decreases of a RAPL counter that one wrap and a restart explain equally well (read late against its range): counted as a wrap, so the energy may be high by up to the range each.",
     );
     for d in &e.domains {
         f.sample(
-            "quietwatt_counter_ambiguous_decreases_total",
+            "quietwatt_rapl_ambiguous_decreases_total",
             &domain_labels(d),
             &d.ambiguous.to_string(),
         );
@@ -575,9 +578,9 @@ mod tests {
         };
         let t = render(&e, ExpositionFormat::Text);
         assert!(
-            t.contains("quietwatt_counter_resets_total{socket=\"0\",domain=\"package\"} 1\n")
+            t.contains("quietwatt_rapl_resets_total{socket=\"0\",domain=\"package\"} 1\n")
                 && t.contains(
-                    "quietwatt_counter_ambiguous_decreases_total{socket=\"0\",domain=\"package\"} 2\n"
+                    "quietwatt_rapl_ambiguous_decreases_total{socket=\"0\",domain=\"package\"} 2\n"
                 ),
             "{t}"
         );

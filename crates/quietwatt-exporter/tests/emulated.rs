@@ -118,8 +118,8 @@ fn the_text_format_has_every_family_typed_and_the_emulated_energy_labelled() {
     }
     for family in [
         "quietwatt_energy_joules_total",
-        "quietwatt_counter_resets_total",
-        "quietwatt_counter_ambiguous_decreases_total",
+        "quietwatt_rapl_resets_total",
+        "quietwatt_rapl_ambiguous_decreases_total",
         "quietwatt_up",
         "quietwatt_samples_total",
         "quietwatt_missed_deadlines_total",

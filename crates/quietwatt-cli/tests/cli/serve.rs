@@ -249,8 +249,8 @@ fn the_text_format_parses_and_package_energy_matches_what_was_served() {
         }
         for family in [
             "quietwatt_energy_joules_total",
-            "quietwatt_counter_resets_total",
-            "quietwatt_counter_ambiguous_decreases_total",
+            "quietwatt_rapl_resets_total",
+            "quietwatt_rapl_ambiguous_decreases_total",
             "quietwatt_up",
             "quietwatt_samples_total",
             "quietwatt_missed_deadlines_total",
@@ -624,20 +624,81 @@ fn prom_query(addr: SocketAddr, query: &str) -> Option<f64> {
     v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
 }
 
+/// `name` found in PATH: Debian's prometheus package, which scripts/setup-deps.sh
+/// installs, brings `prometheus` and `promtool`.
+fn installed(name: &str) -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .find(|f| f.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!("`{name}` is not installed: run scripts/setup-deps.sh (Debian's prometheus package)")
+        })
+}
+
+/// Prometheus's own linter finds nothing to fix in a whole exposition: the
+/// energy, the counters' families, `--events`' per-CPU families and the
+/// standard `process_*` families (names, units, `_total` suffixes, help).
+#[test]
+fn promtool_finds_nothing_to_fix_in_what_it_serves() {
+    let m = mount(EmulatorConfig::default());
+    let server = Server::start(
+        m.root(),
+        &["-m", "powercap", "--min-interval", "0.1", "--events"],
+    );
+    let mut body = server.scrape().body;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !body.contains("process_start_time_seconds ") {
+        assert!(
+            Instant::now() < deadline,
+            "no process_* families in 30 s:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        body = server.scrape().body;
+    }
+    for family in [
+        "quietwatt_energy_joules_total{",
+        "quietwatt_rapl_resets_total{",
+        "quietwatt_up{",
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+    ] {
+        assert!(body.contains(family), "no {family} in:\n{body}");
+    }
+    let mut check = Command::new(installed("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}\n{body}"
+    );
+}
+
 /// A real Prometheus (Debian's `prometheus`, which scripts/setup-deps.sh installs)
 /// scrapes the exporter every second, negotiating OpenMetrics as it does by
 /// default: the energy is there, positive, and its rate() is the emulator's power.
 #[test]
 fn a_real_prometheus_scrapes_it() {
-    let prometheus = std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("prometheus"))
-                .find(|f| f.is_file())
-        })
-        .unwrap_or_else(|| {
-            panic!("`prometheus` is not installed: run scripts/setup-deps.sh (Debian's prometheus package)")
-        });
+    let prometheus = installed("prometheus");
     let m = mount(EmulatorConfig::default());
     let server = Server::start(m.root(), &["-m", "powercap", "-d", "package"]);
     let dir = tempfile::tempdir().unwrap();
