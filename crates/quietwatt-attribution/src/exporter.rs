@@ -262,6 +262,7 @@ mod tests {
             resolution_j: 0.01,
             families: families(a),
             emulated: false,
+            unavailable: None,
         }
     }
 

@@ -216,6 +216,7 @@ mod tests {
             resolution_j: 0.01,
             families,
             emulated: false,
+            unavailable: None,
         }
     }
 

@@ -23,6 +23,9 @@ pub struct Exporter {
     samples: u64,
     missed: u64,
     notify: Box<dyn FnMut(Notice)>,
+    /// Why no counter can be read, and when that was last tried: see
+    /// [`Exporter::unavailable`].
+    unavailable: Option<(String, Instant)>,
 }
 
 impl std::fmt::Debug for Exporter {
@@ -43,16 +46,10 @@ impl Exporter {
         config: ExporterConfig,
         mut notify: Box<dyn FnMut(Notice)>,
     ) -> Result<Exporter, Error> {
-        // Enough rows for two refreshes and a drain: drained every refresh, the
-        // buffer never drops.
-        let kept =
-            (config.freq.hz() * (config.min_interval + config.drain.period()).as_secs_f64() * 2.0)
-                .ceil() as usize
-                + 16;
         let mut opener = Opener {
             plan: Plan::Polled(Mechanism::Perf),
             freq: config.freq,
-            kept,
+            kept: kept_rows(&config),
             config,
         };
         let slots = open_slots(&mut opener, &mut *notify)?;
@@ -63,7 +60,44 @@ impl Exporter {
             samples: 0,
             missed: 0,
             notify,
+            unavailable: None,
         })
+    }
+
+    /// An exporter of a machine where no counter can be read (`reason`: why, as
+    /// [`Exporter::open`] failed): it serves no energy, `quietwatt_up{reason}` 0
+    /// ([`Exposition::unavailable`]) and its collectors' families (the process's
+    /// own, and any registered that read no domain), and tries to open the
+    /// counters again every [`ExporterConfig::retry`] (a module loaded later, a
+    /// permission granted), serving them from then on
+    /// ([`Notice::DomainBack`]). What a fleet's node without RAPL needs: a
+    /// daemon that keeps answering and says why, rather than one that exits and
+    /// is restarted in a loop.
+    pub fn unavailable(
+        config: ExporterConfig,
+        reason: String,
+        notify: Box<dyn FnMut(Notice)>,
+    ) -> Exporter {
+        let freq = config.freq;
+        Exporter {
+            opener: Opener {
+                plan: Plan::Polled(Mechanism::Perf),
+                freq,
+                kept: kept_rows(&config),
+                config,
+            },
+            slots: Vec::new(),
+            collectors: vec![(Box::new(ProcessCollector), None)],
+            samples: 0,
+            missed: 0,
+            notify,
+            unavailable: Some((first_line(&reason), Instant::now())),
+        }
+    }
+
+    /// Why no counter is read, while none can be (see [`Exporter::unavailable`]).
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.unavailable.as_ref().map(|(r, _)| r.as_str())
     }
 
     /// Adds a collector, asked after those registered before it (its families
@@ -123,6 +157,7 @@ impl Exporter {
     /// collector gets its samples, then is asked for its families, and one that
     /// fails is dropped.
     pub fn refresh(&mut self) -> Exposition {
+        self.retry_unavailable();
         let mut domains = Vec::new();
         let others_served = self.slots.len() > 1;
         let retry = self.opener.config.retry;
@@ -197,6 +232,27 @@ impl Exporter {
             resolution_j: c.resolution.0,
             families,
             emulated: c.emulated,
+            unavailable: self.unavailable.as_ref().map(|(r, _)| r.clone()),
+        }
+    }
+
+    /// While no counter can be read: tries again once [`ExporterConfig::retry`]
+    /// has passed since the last try.
+    fn retry_unavailable(&mut self) {
+        let Some((_, tried)) = &self.unavailable else {
+            return;
+        };
+        if tried.elapsed() < self.opener.config.retry {
+            return;
+        }
+        match open_slots(&mut self.opener, &mut *self.notify) {
+            Ok(slots) => {
+                let domains = slots.iter().flat_map(|s| s.domains.clone()).collect();
+                self.slots = slots;
+                self.unavailable = None;
+                (self.notify)(Notice::DomainBack { domains });
+            }
+            Err(e) => self.unavailable = Some((first_line(&e.to_string()), Instant::now())),
         }
     }
 
@@ -230,4 +286,17 @@ impl Exporter {
             }
         }
     }
+}
+
+/// Enough rows for two refreshes and a drain: drained every refresh, a
+/// session's buffer never drops.
+fn kept_rows(config: &ExporterConfig) -> usize {
+    (config.freq.hz() * (config.min_interval + config.drain.period()).as_secs_f64() * 2.0).ceil()
+        as usize
+        + 16
+}
+
+/// A reason fit for a label value: its first line.
+pub(crate) fn first_line(reason: &str) -> String {
+    reason.lines().next().unwrap_or_default().trim().to_string()
 }

@@ -173,6 +173,12 @@ pub struct Exposition {
     /// dashboard fed by an exporter left on `--emulate auto` cannot pass them off
     /// as a machine's.
     pub emulated: bool,
+    /// Why no energy is exported, when no counter can be read here (no RAPL, no
+    /// permission): the energy families are then empty and `quietwatt_up` has one
+    /// series, `quietwatt_up{reason="..."} 0`, so that a fleet's dashboards and
+    /// alerts see the node and why, as node_exporter leaves out a collector it
+    /// cannot run.
+    pub unavailable: Option<String>,
 }
 
 /// What a metric family is (its `# TYPE`).
@@ -460,13 +466,20 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
         "quietwatt_up",
         "gauge",
         None,
-        "1 while a RAPL counter is read, 0 after it failed (its energy stays at the last good reading).",
+        "1 while a RAPL counter is read, 0 after it failed (its energy stays at the last good reading); one series with a reason, 0, when no counter can be read here.",
     );
     for d in &e.domains {
         f.sample(
             "quietwatt_up",
             &domain_labels(d),
             if d.up { "1" } else { "0" },
+        );
+    }
+    if let Some(reason) = &e.unavailable {
+        f.sample(
+            "quietwatt_up",
+            &format!("reason=\"{}\"", escape(reason)),
+            "0",
         );
     }
 
@@ -551,6 +564,7 @@ mod tests {
             resolution_j: 0.01,
             families: Vec::new(),
             emulated: false,
+            unavailable: None,
         }
     }
 

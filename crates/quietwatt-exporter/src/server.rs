@@ -6,7 +6,9 @@
 //! deadline, never a worker: before, 8 such clients (or ~70 idle connections
 //! queued behind them) made a real scrape wait 8.5 s, time out or get a 503. GET
 //! and HEAD of `/metrics` (and `/`), content negotiation between the Prometheus
-//! text format and OpenMetrics, optional basic auth compared in constant time.
+//! text format and OpenMetrics, optional basic auth compared in constant time;
+//! `/healthz` for liveness probes (no credentials: it tells nothing of the
+//! energy), 503 once the refreshes stopped.
 //!
 //! The limits: a head must arrive within 5 s of the accept and hold at most
 //! 8 KiB (beyond: 431, closed); at most 1024 connections wait for their heads (the
@@ -36,7 +38,14 @@ struct Published {
     exposition: RwLock<Arc<Exposition>>,
     scrapes: AtomicU64,
     auth: Option<BasicAuth>,
+    /// When the latest exposition was published, and the interval before it.
+    refreshed: Mutex<(Instant, Option<Duration>)>,
 }
+
+/// `/healthz` answers 503 once no exposition was published for this long, or
+/// three of the last intervals between two, whichever is longer: the
+/// exporter's thread is stuck (the process alive, its figures frozen).
+const STALE_AFTER: Duration = Duration::from_secs(10);
 
 /// A running server: publish each refresh's exposition to it.
 pub struct Server {
@@ -61,6 +70,7 @@ impl Server {
             exposition: RwLock::new(Arc::new(first)),
             scrapes: AtomicU64::new(0),
             auth,
+            refreshed: Mutex::new((Instant::now(), None)),
         });
         start_http(listener, Arc::clone(&published))?;
         Ok(Server { published })
@@ -73,6 +83,13 @@ impl Server {
             .exposition
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(exposition);
+        let mut r = self
+            .published
+            .refreshed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        *r = (now, Some(now - r.0));
     }
 
     /// Scrapes of `/metrics` answered so far.
@@ -319,6 +336,12 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
             ))
         }
     };
+    let path = target.split('?').next().unwrap_or("");
+    // A liveness probe (a kubelet's) sends no credentials, and the answer tells
+    // nothing about the energy.
+    if path == "/healthz" {
+        return Some(health(published, head_only));
+    }
     if let Some(expected) = &published.auth {
         if !authorized(authorization, expected.header()) {
             return Some((
@@ -330,7 +353,6 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
             ));
         }
     }
-    let path = target.split('?').next().unwrap_or("");
     match path {
         "/metrics" => {
             let format = ExpositionFormat::negotiate(accept);
@@ -365,6 +387,40 @@ fn handle(head: &str, published: &Published) -> Option<Reply> {
             head_only,
         )),
     }
+}
+
+/// `/healthz`: 200 while the exporter publishes (saying when it last did, and
+/// why it serves no energy when it cannot read any), 503 once its refreshes
+/// stopped ([`STALE_AFTER`]).
+fn health(published: &Published, head_only: bool) -> Reply {
+    let (at, interval) = *published
+        .refreshed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let age = at.elapsed();
+    let limit = interval.map_or(STALE_AFTER, |i| (i * 3).max(STALE_AFTER));
+    let unavailable = published
+        .exposition
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .unavailable
+        .clone();
+    let (status, body) = if age > limit {
+        (
+            503,
+            format!(
+                "stale: the figures were last refreshed {:.1} s ago\n",
+                age.as_secs_f64()
+            ),
+        )
+    } else {
+        let without = unavailable.map_or(String::new(), |r| format!("; no energy: {r}"));
+        (
+            200,
+            format!("ok: refreshed {:.3} s ago{without}\n", age.as_secs_f64()),
+        )
+    };
+    (status, "text/plain", body, Vec::new(), head_only)
 }
 
 fn response(
@@ -413,9 +469,11 @@ mod tests {
                 resolution_j: 0.01,
                 families: Vec::new(),
                 emulated: false,
+                unavailable: None,
             })),
             scrapes: AtomicU64::new(0),
             auth: Some(BasicAuth::new("u:p").unwrap()),
+            refreshed: Mutex::new((Instant::now(), None)),
         };
         assert!(handle("garbage", &p).is_none());
         assert!(handle("GET /metrics HTTP/1.1\r\nno colon", &p).is_none());
@@ -434,5 +492,42 @@ mod tests {
                 .0,
             404
         );
+    }
+
+    #[test]
+    fn healthz_needs_no_credentials_and_turns_503_once_the_refreshes_stop() {
+        let p = Published {
+            exposition: RwLock::new(Arc::new(Exposition {
+                domains: Vec::new(),
+                samples: 0,
+                missed_deadlines: 0,
+                version: "0".into(),
+                resolution_j: 0.01,
+                families: Vec::new(),
+                emulated: false,
+                unavailable: Some("no RAPL here".into()),
+            })),
+            scrapes: AtomicU64::new(0),
+            auth: Some(BasicAuth::new("u:p").unwrap()),
+            refreshed: Mutex::new((Instant::now(), None)),
+        };
+        let fresh = handle("GET /healthz HTTP/1.1", &p).unwrap();
+        assert_eq!(fresh.0, 200);
+        assert!(
+            fresh.2.starts_with("ok: refreshed ") && fresh.2.contains("no energy: no RAPL here"),
+            "{}",
+            fresh.2
+        );
+        // Published 20 s ago, 1 s after the one before: 3 intervals and 10 s passed.
+        let long_ago = Instant::now().checked_sub(Duration::from_secs(20)).unwrap();
+        *p.refreshed.lock().unwrap() = (long_ago, Some(Duration::from_secs(1)));
+        let stale = handle("HEAD /healthz HTTP/1.1", &p).unwrap();
+        assert_eq!((stale.0, stale.4), (503, true));
+        assert!(stale.2.starts_with("stale: "), "{}", stale.2);
+        // An exporter that refreshes every 60 s is stale after 180 s, not 10 s.
+        *p.refreshed.lock().unwrap() = (long_ago, Some(Duration::from_secs(60)));
+        assert_eq!(handle("GET /healthz HTTP/1.1", &p).unwrap().0, 200);
+        // Everything else still needs them.
+        assert_eq!(handle("GET /metrics HTTP/1.1", &p).unwrap().0, 401);
     }
 }

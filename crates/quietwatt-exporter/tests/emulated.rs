@@ -456,3 +456,55 @@ fn hostile_clients_are_refused_and_a_good_scrape_still_answered() {
     }
     drop(silent);
 }
+
+/// A node without RAPL keeps being served, saying why, and is read from the
+/// moment its counters appear (here: the emulator mounted on the root after the
+/// first refresh), with no restart.
+#[test]
+fn a_machine_without_counters_is_served_with_the_reason_until_they_appear() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = ExporterConfig::new(SysRoot::new(dir.path()));
+    c.mechanism = Some(Mechanism::Powercap);
+    c.domains = Selection::only(vec![Domain::Package]);
+    c.retry = Duration::from_millis(300);
+    c.emulated = true;
+    let refused = Exporter::open(c.clone(), Box::new(|_| {})).expect_err("no counter to open");
+    match &refused {
+        Error::Engine(e) => assert_eq!(e.kind(), quietwatt::ErrorKind::Unavailable, "{e}"),
+        e => panic!("not the engine's refusal: {e}"),
+    }
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let heard = Arc::clone(&notices);
+    let mut x = Exporter::unavailable(
+        c,
+        refused.to_string(),
+        Box::new(move |n: Notice| heard.lock().unwrap().push(format!("{n:?}"))),
+    );
+    let e = x.refresh();
+    let reason = e.unavailable.clone().expect("the reason is exported");
+    assert!(!reason.is_empty() && !reason.contains('\n'), "{reason:?}");
+    assert!(e.domains.is_empty());
+    let t = render(&e, ExpositionFormat::Text);
+    assert!(t.contains("quietwatt_up{reason=\""), "{t}");
+    assert!(!t.contains("quietwatt_energy_joules_total{"), "{t}");
+    assert!(t.contains("process_cpu_seconds_total "), "{t}");
+
+    let emulator = Emulator::mount(dir.path(), EmulatorConfig::default())
+        .unwrap_or_else(|e| panic!("cannot mount the RAPL emulator ({e}): these tests need FUSE"));
+    let e = refresh_until(&mut x, &mut Vec::new(), |e| {
+        e.domains.first().is_some_and(|d| d.up && d.energy_j > 0.0)
+    });
+    assert!(e.unavailable.is_none() && x.unavailable_reason().is_none());
+    assert!(!render(&e, ExpositionFormat::Text).contains("reason="));
+    assert!(
+        notices
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|n| n.starts_with("DomainBack")),
+        "{:?}",
+        notices.lock().unwrap()
+    );
+    x.stop();
+    drop(emulator);
+}

@@ -146,9 +146,28 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     config.emulated = env.is_emulated();
     config.stand_in = args.stand_in_events;
     config.version = env!("CARGO_PKG_VERSION").to_string();
-    let mut exporter = Exporter::open(config, Box::new(say)).map_err(failure)?;
+    let mut exporter = match Exporter::open(config.clone(), Box::new(say)) {
+        Ok(e) => e,
+        // A node without RAPL (a fleet's DaemonSet runs everywhere) keeps being
+        // served, saying why, rather than exiting and being restarted in a loop.
+        Err(quietwatt_exporter::Error::Engine(e))
+            if e.kind() == quietwatt::ErrorKind::Unavailable =>
+        {
+            let x = Exporter::unavailable(config, e.to_string(), Box::new(say));
+            eprintln!(
+                "quietwatt: warning: no energy counter can be read here: {e}\n  serving quietwatt_up{{reason=\"...\"}} 0 with this reason and the process's own metrics instead; the counters are tried again every {} s (`quietwatt doctor` says what each mechanism needs)",
+                x.config().retry.as_secs()
+            );
+            x
+        }
+        Err(e) => return Err(failure(e)),
+    };
 
     let attribution = match args.attribute {
+        Some(_) if exporter.unavailable_reason().is_some() => {
+            eprintln!("quietwatt: warning: --attribute splits the package energy, which cannot be read here: no attribution is exported");
+            None
+        }
         Some(by) => {
             let channels = exporter.channels_reading(Domain::Package).ok_or_else(|| {
                 Failure::usage(
@@ -212,7 +231,17 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             args.attribute_top
         );
     }
-    eprintln!(
+    let auth = if server.has_auth() {
+        ", basic auth"
+    } else {
+        ""
+    };
+    if exporter.unavailable_reason().is_some() {
+        eprintln!(
+            "quietwatt: serving http://{addr}/metrics without energy (health: /healthz){auth}"
+        );
+    } else {
+        eprintln!(
         "quietwatt: serving http://{addr}/metrics ({} at {} Hz{how}, {}; values every {:.3} s, to {} J){}",
         exporter.plan().mechanism().name(),
         exporter.freq().hz(),
@@ -224,12 +253,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             .join(","),
         args.min_interval.as_secs_f64(),
         args.resolution,
-        if server.has_auth() {
-            ", basic auth"
-        } else {
-            ""
-        }
+        auth
     );
+    }
 
     let started = Instant::now();
     exporter.run(&server, &mut |timeout| {

@@ -117,12 +117,23 @@ struct Response {
 
 /// One request, read to the end (the server closes the connection).
 fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> Response {
+    let accept: Vec<_> = accept.map(|a| ("Accept", a)).into_iter().collect();
+    get_with(addr, path, &accept)
+}
+
+/// One request with `authorization` as its Authorization header.
+fn get_with_auth(addr: SocketAddr, path: &str, authorization: &str) -> Response {
+    get_with(addr, path, &[("Authorization", authorization)])
+}
+
+/// One request with `headers`, read to the end.
+fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(a) = accept {
-        req.push_str(&format!("Accept: {a}\r\n"));
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).expect("send");
@@ -622,6 +633,48 @@ fn prom_query(addr: SocketAddr, query: &str) -> Option<f64> {
     }
     let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
     v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// A node without RAPL (here: a root with no counter at all) keeps being
+/// served, as a DaemonSet needs: no energy series, `quietwatt_up` 0 with the
+/// reason, the process's own metrics, `/healthz` 200 saying so without
+/// credentials; and it stops cleanly.
+#[test]
+fn a_machine_without_rapl_is_served_with_the_reason_and_stays_healthy() {
+    let empty = tempfile::tempdir().unwrap();
+    let auth = empty.path().join("auth");
+    std::fs::write(&auth, "u:p\n").unwrap();
+    let server = Server::start(
+        empty.path(),
+        &[
+            "--min-interval",
+            "0.1",
+            "--basic-auth-file",
+            auth.to_str().unwrap(),
+        ],
+    );
+    let health = get(server.addr, "/healthz", None);
+    assert_eq!(health.status, 200, "{}", health.body);
+    assert!(
+        health.body.starts_with("ok: ") && health.body.contains("no energy: "),
+        "{}",
+        health.body
+    );
+    // The metrics still need the credentials.
+    assert_eq!(server.scrape().status, 401);
+    let body = get_with_auth(server.addr, "/metrics", "Basic dTpw").body;
+    assert!(body.contains("quietwatt_up{reason=\""), "{body}");
+    assert!(
+        body.contains("} 0\n") && !body.contains("quietwatt_energy_joules_total{"),
+        "{body}"
+    );
+    assert!(body.contains("process_resident_memory_bytes "), "{body}");
+    let (status, _, log) = server.terminate();
+    assert!(status.success(), "{status:?}: {log}");
+    assert!(
+        log.contains("no energy counter can be read here") && log.contains("without energy"),
+        "{log}"
+    );
 }
 
 /// `name` found in PATH: Debian's prometheus package, which scripts/setup-deps.sh
