@@ -14,17 +14,20 @@
 //!
 //! | family | type | labels |
 //! |---|---|---|
-//! | `quietwatt_attributed_energy_joules_total` | counter | `by`, `id`, `name`, `part` |
-//! | `quietwatt_attributed_cpu_seconds_total` | counter | `by`, `id`, `name` |
+//! | `quietwatt_attributed_energy_joules_total` | counter | `by`, `id`, `name` (a pod's: `pod_uid`, `container_id`, `namespace`, `pod`), `part` |
+//! | `quietwatt_attributed_cpu_seconds_total` | counter | `by`, `id`, `name` (a pod's, as above) |
 //! | `quietwatt_unattributed_energy_joules_total` | counter | `part` |
 //! | `quietwatt_attribution_dropped_slices_total` | counter | none |
 
-use crate::{Attribution, Bounded, By, Entity, EntityTotal, IdlePower, Names};
+use crate::{
+    Attribution, Bounded, By, Entity, EntityTotal, IdlePower, Names, PodDirectory, PodIdentity,
+};
 use quietwatt::session::SampleRow;
 use quietwatt::sink::Sample;
 use quietwatt::transform::Transform;
 use quietwatt::{Domain, DomainId, Hertz};
 use quietwatt_exporter::{CollectError, Collector, Family, Kind, Unit, Value};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long "lately" lasts: an entity's energy counts half as much for choosing the
@@ -66,10 +69,13 @@ pub struct AttributedSeries {
     pub idle_j: f64,
     /// CPU time it ran, seconds.
     pub cpu_seconds: f64,
+    /// A cgroup's pod and container (`pod_uid`, `container_id`, `namespace`,
+    /// `pod` labels), when it is a Kubernetes pod's.
+    pub pod: Option<PodIdentity>,
 }
 
 /// How the collector splits and bounds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CollectorOptions {
     /// Processes or cgroups.
     pub by: By,
@@ -82,6 +88,9 @@ pub struct CollectorOptions {
     pub refresh: Duration,
     /// The rate of the package's session (each sample's `freq_hz`).
     pub freq: Hertz,
+    /// Where the kubelet's pod log directories are ([`crate::kubernetes::POD_LOGS`]
+    /// on a node), to name a pod's namespace and name.
+    pub pod_logs: PathBuf,
 }
 
 /// The split and the exported counters.
@@ -89,6 +98,7 @@ pub struct CollectorOptions {
 pub struct AttributionCollector {
     split: Attribution,
     names: Names,
+    pods: PodDirectory,
     by: By,
     bounded: Bounded,
     freq_hz: f64,
@@ -112,6 +122,7 @@ impl AttributionCollector {
             idle_split: !matches!(options.idle, IdlePower::None),
             split,
             names: Names::new(),
+            pods: PodDirectory::new(options.pod_logs),
             by: options.by,
             bounded: Bounded::new(options.top, half_life),
             freq_hz: options.freq.hz(),
@@ -142,22 +153,32 @@ impl AttributionCollector {
         };
         self.bounded.update(&deltas);
         let j = |uj: u64| uj as f64 / 1e6;
-        let series = |id: String, name: String, t: &EntityTotal| AttributedSeries {
+        let series = |id: String, name: String, pod, t: &EntityTotal| AttributedSeries {
             id,
             name,
             dynamic_j: j(t.dynamic_uj),
             idle_j: j(t.idle_uj),
             cpu_seconds: t.cpu_ns as f64 / 1e9,
+            pod,
         };
         let mut out: Vec<AttributedSeries> = Vec::new();
         for (e, t) in self.bounded.members() {
-            let id = match e {
-                Entity::Process(p) => p.to_string(),
-                Entity::Cgroup(c) => c.to_string(),
+            let (id, pod) = match e {
+                Entity::Process(p) => (p.to_string(), None),
+                Entity::Cgroup(c) => {
+                    let path = self.names.cgroup(*c).map(|(p, _)| p.to_string());
+                    let pod = path.and_then(|p| self.pods.identify(&p));
+                    (c.to_string(), pod)
+                }
             };
-            out.push(series(id, self.split.name_of(&mut self.names, *e), t));
+            out.push(series(id, self.split.name_of(&mut self.names, *e), pod, t));
         }
-        out.push(series("other".into(), "other".into(), self.bounded.other()));
+        out.push(series(
+            "other".into(),
+            "other".into(),
+            None,
+            self.bounded.other(),
+        ));
         AttributionFigures {
             by: self.by.name(),
             series: out,
@@ -172,11 +193,13 @@ impl AttributionCollector {
 /// The attribution's families (see the module's table).
 pub fn families(a: &AttributionFigures) -> Vec<Family> {
     let labels = |s: &AttributedSeries| {
-        [
+        let mut l = vec![
             ("by", a.by.to_string()),
             ("id", s.id.clone()),
             ("name", s.name.clone()),
-        ]
+        ];
+        l.extend(s.pod.iter().flat_map(PodIdentity::labels));
+        l
     };
     let parts = |dynamic: f64, idle: f64| -> Vec<(&'static str, f64)> {
         if a.idle_split {
@@ -193,7 +216,7 @@ pub fn families(a: &AttributionFigures) -> Vec<Family> {
     );
     for s in &a.series {
         for (part, v) in parts(s.dynamic_j, s.idle_j) {
-            let mut l = labels(s).to_vec();
+            let mut l = labels(s);
             l.push(("part", part.to_string()));
             energy.push(l, Value::Joules(v));
         }
@@ -276,6 +299,7 @@ mod tests {
                 dynamic_j: 15.0,
                 idle_j: 0.0,
                 cpu_seconds: 1.0,
+                pod: None,
             }],
             unattributed_dynamic_j: 2.0,
             unattributed_idle_j: 0.0,
@@ -308,6 +332,7 @@ mod tests {
                     dynamic_j: 1.239,
                     idle_j: 0.5,
                     cpu_seconds: 2.0,
+                    pod: None,
                 },
                 AttributedSeries {
                     id: "other".into(),
@@ -315,6 +340,7 @@ mod tests {
                     dynamic_j: 0.1,
                     idle_j: 0.0,
                     cpu_seconds: 0.25,
+                    pod: None,
                 },
             ],
             unattributed_dynamic_j: 0.02,
@@ -335,6 +361,18 @@ mod tests {
             "quietwatt_attributed_cpu_seconds_total{by=\"cgroup\",id=\"4242\",name=\"docker:4f3c\\\"x\"} 2.000000\n"
         ));
         assert!(t.contains("quietwatt_unattributed_energy_joules_total{part=\"idle\"} 3.00\n"));
+        // A pod's container carries its identity in full, before the part.
+        let mut a = a;
+        a.series[0].pod = Some(PodIdentity {
+            pod_uid: "u-1".into(),
+            container_id: Some("containerd://abc".into()),
+            namespace: None,
+            pod: Some("web-0".into()),
+        });
+        let t = render(&exposition(&a), ExpositionFormat::Text);
+        assert!(t.contains(
+            "{by=\"cgroup\",id=\"4242\",name=\"docker:4f3c\\\"x\",pod_uid=\"u-1\",container_id=\"containerd://abc\",pod=\"web-0\",part=\"dynamic\"} 1.23\n"
+        ), "{t}");
         assert!(t.contains("quietwatt_attribution_dropped_slices_total 0\n"));
         let om = render(&e, ExpositionFormat::OpenMetrics);
         assert!(om.contains("# TYPE quietwatt_attributed_energy_joules counter\n# UNIT quietwatt_attributed_energy_joules joules\n"));

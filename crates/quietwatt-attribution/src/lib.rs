@@ -61,6 +61,7 @@ mod bpf;
 pub mod document;
 pub mod error;
 pub mod exporter;
+pub mod kubernetes;
 pub mod model;
 pub mod names;
 pub mod sink;
@@ -75,6 +76,7 @@ pub use bounded::Bounded;
 pub use bpf::{Cost, Descendants, Tracker};
 pub use document::AttributionTotals;
 pub use error::{AttributionError, Result};
+pub use kubernetes::{PodDirectory, PodIdentity};
 /// The sink before the transform stage: the exporter's until it uses [`Attribution`].
 pub use model::{IdlePower, Model, Part, Split};
 pub use names::{Names, OwnCgroup};

@@ -100,6 +100,12 @@ pub struct Args {
     /// as the exporter runs (default: none, every joule is split as dynamic).
     #[arg(long, value_name = "W|fit", requires = "attribute", value_parser = super::attribute::parse_idle)]
     idle_watts: Option<quietwatt_attribution::IdlePower>,
+    /// With --attribute by cgroup: the kubelet's pod log directory
+    /// (`<namespace>_<pod>_<uid>` entries), which names a pod's namespace and name
+    /// on its series beside the pod UID and container id read from the cgroup
+    /// path; mount the host's read-only in a container.
+    #[arg(long, value_name = "DIR", default_value = quietwatt_attribution::kubernetes::POD_LOGS, requires = "attribute")]
+    pod_logs: PathBuf,
     /// For tests and benchmarks on machines without RAPL: serve software counters
     /// of CPU 0 (cpu-clock as "package", task-clock as "core", nanoseconds counted
     /// as nanojoules) through --mechanism ebpf, perf-ring or perf.
@@ -190,6 +196,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                     top: usize::from(args.attribute_top),
                     refresh: args.min_interval,
                     freq: exporter.freq(),
+                    pod_logs: args.pod_logs.clone(),
                 },
             ))
         }

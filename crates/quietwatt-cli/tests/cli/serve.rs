@@ -993,3 +993,52 @@ fn attribute_top_bounds_the_series_and_every_counter_keeps_adding_up() {
     let (status, _, log) = server.terminate();
     assert!(status.success(), "{status}: {log}");
 }
+
+/// A pod's container, laid out as the kubelet's systemd driver and containerd
+/// lay it out (`kubepods-pod<uid>.slice/cri-containerd-<id>.scope`, under a
+/// cgroup of the test's own), with the kubelet's log directory beside: its
+/// series carry the pod UID and the container id in full, and the pod's
+/// namespace and name, as kube-state-metrics writes them (to join on).
+#[test]
+fn attribute_labels_a_pods_container_with_its_uid_id_namespace_and_name() {
+    let m = common::mount_following();
+    let uid = "0c5a9e2d-7b1f-4e3a-9d8c-6f2b1a0e9c7d";
+    let id = "4f1c2d3e4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
+    let logs = tempfile::tempdir().unwrap();
+    std::fs::create_dir(logs.path().join(format!("shop_web-0_{uid}"))).unwrap();
+    let server = serve_attributing(m.root(), &["--pod-logs", logs.path().to_str().unwrap()]);
+    let v2 = quietwatt_attribution::names::cgroup2_mount().expect("cgroup v2");
+    let base = quietwatt_attribution::OwnCgroup::create_in(
+        &v2,
+        &format!("qw-kubepods-{}", std::process::id()),
+    )
+    .expect("create a cgroup (root and cgroup v2 are needed)");
+    let pod = quietwatt_attribution::OwnCgroup::create_in(
+        base.path(),
+        &format!("kubepods-besteffort-pod{}.slice", uid.replace('-', "_")),
+    )
+    .unwrap();
+    let container = quietwatt_attribution::OwnCgroup::create_in(
+        pod.path(),
+        &format!("cri-containerd-{id}.scope"),
+    )
+    .unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"]);
+    container.join_on_exec(&mut cmd);
+    assert!(cmd.status().unwrap().success());
+    // Two refreshes: the shell's slices are split and exported.
+    std::thread::sleep(Duration::from_millis(600));
+    let r = server.scrape();
+    let want = format!(
+        "id=\"{}\",name=\"containerd:4f1c2d3e4b5a\",pod_uid=\"{uid}\",container_id=\"containerd://{id}\",namespace=\"shop\",pod=\"web-0\"",
+        container.id()
+    );
+    let s = parse(&r.body);
+    let cpu = value(&s, "quietwatt_attributed_cpu_seconds_total", &want)
+        .unwrap_or_else(|| panic!("no series with {want}:\n{}", r.body));
+    assert!(cpu > 0.0, "{}", r.body);
+    drop(server);
+    drop(container);
+    drop(pod);
+}
