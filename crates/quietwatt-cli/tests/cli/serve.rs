@@ -746,51 +746,98 @@ fn promtool_finds_nothing_to_fix_in_what_it_serves() {
     );
 }
 
+/// A real Prometheus (Debian's `prometheus`, which scripts/setup-deps.sh
+/// installs) scraping `target` every second as job `quietwatt`, killed when
+/// dropped.
+struct Prometheus {
+    child: Child,
+    web: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: SocketAddr) -> Prometheus {
+        let prometheus = installed("prometheus");
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: quietwatt\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let web: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+        let child = Command::new(&prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        Prometheus { child, web, dir }
+    }
+
+    /// Its log so far, for a failure's message.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every series of a Prometheus instant query: its labels and value.
+fn prom_series(
+    addr: SocketAddr,
+    query: &str,
+) -> Vec<(serde_json::Map<String, serde_json::Value>, f64)> {
+    let r = get(
+        addr,
+        &format!("/api/v1/query?query={}", urlencode(query)),
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+    assert!(
+        r.status == 200 || r.status == 503,
+        "{query}: {} {}",
+        r.status,
+        r.body
+    );
+    v["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let value = s["value"][1].as_str()?.parse().ok()?;
+            Some((s["metric"].as_object()?.clone(), value))
+        })
+        .collect()
+}
+
 /// A real Prometheus (Debian's `prometheus`, which scripts/setup-deps.sh installs)
 /// scrapes the exporter every second, negotiating OpenMetrics as it does by
 /// default: the energy is there, positive, and its rate() is the emulator's power.
 #[test]
 fn a_real_prometheus_scrapes_it() {
-    let prometheus = installed("prometheus");
     let m = mount(EmulatorConfig::default());
     let server = Server::start(m.root(), &["-m", "powercap", "-d", "package"]);
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: quietwatt\n    static_configs:\n      - targets: ['{}']\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let web: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let prom = Command::new(&prometheus)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address={web}"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start prometheus");
-    struct Kill(Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    // Killed however the test ends.
-    let mut prom = Kill(prom);
+    let mut prom = Prometheus::start(server.addr);
+    let web = prom.web;
     let deadline = Instant::now() + Duration::from_secs(120);
     // The exporter updates its values at most once a second (--min-interval): at a
     // scrape a value can be up to a second (more on a loaded host) old, so a rate
@@ -799,9 +846,9 @@ fn a_real_prometheus_scrapes_it() {
     let query = "rate(quietwatt_energy_joules_total{domain=\"package\"}[30s])";
     let (energy, rate) = loop {
         assert!(
-            prom.0.try_wait().unwrap().is_none(),
+            prom.child.try_wait().unwrap().is_none(),
             "prometheus exited: {}",
-            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+            prom.log()
         );
         let ready = TcpStream::connect_timeout(&web, Duration::from_secs(1)).is_ok();
         if ready {
@@ -819,7 +866,7 @@ fn a_real_prometheus_scrapes_it() {
         assert!(
             Instant::now() < deadline,
             "no quietwatt_energy_joules_total in Prometheus after 120 s: {}",
-            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+            prom.log()
         );
         std::thread::sleep(Duration::from_millis(500));
     };
@@ -1039,6 +1086,154 @@ fn attribute_labels_a_pods_container_with_its_uid_id_namespace_and_name() {
         .unwrap_or_else(|| panic!("no series with {want}:\n{}", r.body));
     assert!(cpu > 0.0, "{}", r.body);
     drop(server);
+    drop(container);
+    drop(pod);
+}
+
+/// The fleet kit's Grafana dashboard (contrib/grafana/quietwatt.json), every
+/// panel's query evaluated by a real Prometheus scraping `serve --attribute` on
+/// the load-following emulator, with a pod's container busy: each returns
+/// data, with the labels its legend names, in its unit's range (watts between
+/// 0 and the emulator's most power; the CPU share of one CPU). Grafana's
+/// `$__rate_interval` and `$__range` are given as 10 s and 1 min.
+#[test]
+fn every_panel_of_the_grafana_dashboard_returns_data_from_a_real_prometheus() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../contrib/grafana/quietwatt.json"
+    ))
+    .expect("the dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let panels: Vec<(String, String, String, String)> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .map(|p| {
+            (
+                p["title"].as_str().unwrap().to_string(),
+                p["targets"][0]["expr"].as_str().unwrap().to_string(),
+                p["targets"][0]["legendFormat"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                p["fieldConfig"]["defaults"]["unit"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert!(panels.len() >= 8, "{panels:?}");
+
+    let m = common::mount_following();
+    let uid = "9e8d7c6b-5a49-4382-8170-6f5e4d3c2b1a";
+    let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let logs = tempfile::tempdir().unwrap();
+    std::fs::create_dir(logs.path().join(format!("shop_cart-7_{uid}"))).unwrap();
+    let server = serve_attributing(m.root(), &["--pod-logs", logs.path().to_str().unwrap()]);
+    let v2 = quietwatt_attribution::names::cgroup2_mount().expect("cgroup v2");
+    let base = quietwatt_attribution::OwnCgroup::create_in(
+        &v2,
+        &format!("qw-dashboard-{}", std::process::id()),
+    )
+    .expect("create a cgroup (root and cgroup v2 are needed)");
+    let pod = quietwatt_attribution::OwnCgroup::create_in(
+        base.path(),
+        &format!("kubepods-pod{}.slice", uid.replace('-', "_")),
+    )
+    .unwrap();
+    let container = quietwatt_attribution::OwnCgroup::create_in(
+        pod.path(),
+        &format!("cri-containerd-{id}.scope"),
+    )
+    .unwrap();
+    // Busy a third of the time, as long as the test runs.
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.02; done",
+    ]);
+    container.join_on_exec(&mut cmd);
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let busy = Killed(cmd.spawn().expect("spawn a busy shell"));
+    let prom = Prometheus::start(server.addr);
+    let max_watts = 10.0 + common::FOLLOW_W_PER_CPU * common::cpus() as f64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut waiting: Vec<usize> = (0..panels.len()).collect();
+    let mut results = vec![Vec::new(); panels.len()];
+    while !waiting.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no data after 120 s for {:?}\n{}",
+            waiting.iter().map(|&i| &panels[i].0).collect::<Vec<_>>(),
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        if TcpStream::connect_timeout(&prom.web, Duration::from_secs(1)).is_err() {
+            continue;
+        }
+        waiting.retain(|&i| {
+            let expr = panels[i]
+                .1
+                .replace("$__rate_interval", "10s")
+                .replace("$__range", "1m");
+            let got = prom_series(prom.web, &expr);
+            // A rate needs two scrapes in its window: wait for some power.
+            let ready =
+                got.iter().any(|(_, v)| *v > 0.0) || (panels[i].3 != "watt" && !got.is_empty());
+            if ready {
+                results[i] = got;
+            }
+            !ready
+        });
+    }
+    drop(busy);
+    for (i, (title, _, legend, unit)) in panels.iter().enumerate() {
+        for (labels, v) in &results[i] {
+            // Each label the legend names is on the series (`reason` or `domain`
+            // for the up panel: one or the other).
+            for name in legend
+                .split("{{")
+                .skip(1)
+                .filter_map(|l| l.split("}}").next())
+            {
+                let either = matches!(name, "domain" | "reason")
+                    && (labels.contains_key("domain") || labels.contains_key("reason"));
+                assert!(
+                    labels.contains_key(name) || either,
+                    "{title}: no {name} in {labels:?}"
+                );
+            }
+            match unit.as_str() {
+                // An idle cgroup among the top 10 draws 0 W.
+                "watt" => assert!(*v >= 0.0 && *v <= max_watts * 1.2, "{title}: {v} W"),
+                "joule" => assert!(*v > 0.0 && *v <= max_watts * 60.0 * 1.5, "{title}: {v} J"),
+                "percentunit" => assert!(*v > 0.0 && *v <= common::cpus() as f64, "{title}: {v}"),
+                _ => assert!(v.is_finite() && *v >= 0.0, "{title}: {v}"),
+            }
+        }
+    }
+    // The per-pod panel names the pod by its namespace and name.
+    let per_pod = panels
+        .iter()
+        .position(|p| p.0 == "Package power per pod")
+        .unwrap();
+    assert!(
+        results[per_pod]
+            .iter()
+            .any(
+                |(l, _)| l.get("namespace").and_then(|v| v.as_str()) == Some("shop")
+                    && l.get("pod").and_then(|v| v.as_str()) == Some("cart-7")
+            ),
+        "{:?}",
+        results[per_pod]
+    );
     drop(container);
     drop(pod);
 }
