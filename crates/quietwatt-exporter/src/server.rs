@@ -458,9 +458,9 @@ fn response(
 mod tests {
     use super::*;
 
-    #[test]
-    fn requests_are_parsed_or_refused() {
-        let p = Published {
+    /// An empty exposition behind basic auth `u:p`, just published.
+    fn published(unavailable: Option<String>) -> Published {
+        Published {
             exposition: RwLock::new(Arc::new(Exposition {
                 domains: Vec::new(),
                 samples: 0,
@@ -469,12 +469,17 @@ mod tests {
                 resolution_j: 0.01,
                 families: Vec::new(),
                 emulated: false,
-                unavailable: None,
+                unavailable,
             })),
             scrapes: AtomicU64::new(0),
             auth: Some(BasicAuth::new("u:p").unwrap()),
             refreshed: Mutex::new((Instant::now(), None)),
-        };
+        }
+    }
+
+    #[test]
+    fn requests_are_parsed_or_refused() {
+        let p = published(None);
         assert!(handle("garbage", &p).is_none());
         assert!(handle("GET /metrics HTTP/1.1\r\nno colon", &p).is_none());
         assert_eq!(handle("GET /metrics HTTP/1.1", &p).unwrap().0, 401);
@@ -496,21 +501,7 @@ mod tests {
 
     #[test]
     fn healthz_needs_no_credentials_and_turns_503_once_the_refreshes_stop() {
-        let p = Published {
-            exposition: RwLock::new(Arc::new(Exposition {
-                domains: Vec::new(),
-                samples: 0,
-                missed_deadlines: 0,
-                version: "0".into(),
-                resolution_j: 0.01,
-                families: Vec::new(),
-                emulated: false,
-                unavailable: Some("no RAPL here".into()),
-            })),
-            scrapes: AtomicU64::new(0),
-            auth: Some(BasicAuth::new("u:p").unwrap()),
-            refreshed: Mutex::new((Instant::now(), None)),
-        };
+        let p = published(Some("no RAPL here".into()));
         let fresh = handle("GET /healthz HTTP/1.1", &p).unwrap();
         assert_eq!(fresh.0, 200);
         assert!(

@@ -63,6 +63,15 @@ fn series(e: &Exposition, domain: &str) -> (f64, u64, bool) {
     (d.energy_j, d.resets, d.up)
 }
 
+/// Asserts the exporter gave a notice of `kind` (its `Debug` name).
+fn assert_heard(notices: &Mutex<Vec<String>>, kind: &str) {
+    let heard = notices.lock().unwrap();
+    assert!(
+        heard.iter().any(|n| n.starts_with(kind)),
+        "no {kind} in {heard:?}"
+    );
+}
+
 /// Refreshes every 100 ms until `done` holds (at most 20 s), checking on the way
 /// that no exported counter of `domains` ever goes back; the last exposition.
 fn refresh_until(
@@ -258,15 +267,7 @@ fn a_counter_that_vanishes_and_comes_back_goes_on_from_where_it_stopped() {
     assert_eq!(resets_back, resets_down + 1);
     let later = refresh_until(&mut x, &mut last, |e| series(e, "dram").0 > dram_back);
     assert!(series(&later, "dram").2);
-    assert!(
-        notices
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|n| n.starts_with("DomainBack")),
-        "{:?}",
-        notices.lock().unwrap()
-    );
+    assert_heard(&notices, "DomainBack");
     x.stop();
 }
 
@@ -496,15 +497,7 @@ fn a_machine_without_counters_is_served_with_the_reason_until_they_appear() {
     });
     assert!(e.unavailable.is_none() && x.unavailable_reason().is_none());
     assert!(!render(&e, ExpositionFormat::Text).contains("reason="));
-    assert!(
-        notices
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|n| n.starts_with("DomainBack")),
-        "{:?}",
-        notices.lock().unwrap()
-    );
+    assert_heard(&notices, "DomainBack");
     x.stop();
     drop(emulator);
 }

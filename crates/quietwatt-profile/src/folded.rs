@@ -131,19 +131,8 @@ fn clean(name: &str) -> String {
 /// part's leaf (index 0, where the sample was taken in that space) named with
 /// [`Symbolizer::frame`], its return addresses with [`Symbolizer::caller`].
 fn frame_names(stack: &crate::Stack, sym: &mut dyn Symbolizer) -> Vec<String> {
-    let user = stack
-        .user
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(i, &ip)| (ip, false, i == 0));
-    let kernel = stack
-        .kernel
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(i, &ip)| (ip, true, i == 0));
-    user.chain(kernel)
+    stack
+        .root_first_with_leaves()
         .map(|(ip, k, leaf)| match leaf {
             true => clean(&sym.frame(stack.pid, ip, k)),
             false => clean(&sym.caller(stack.pid, ip, k)),

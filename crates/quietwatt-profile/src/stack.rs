@@ -25,13 +25,27 @@ pub struct Stack {
     pub user: Vec<u64>,
 }
 
+/// One part's frames, root first, each with whether it is the part's leaf.
+fn leaves(frames: &[u64], kernel: bool) -> impl Iterator<Item = (u64, bool, bool)> + '_ {
+    frames
+        .iter()
+        .enumerate()
+        .rev()
+        .map(move |(i, &ip)| (ip, kernel, i == 0))
+}
+
 impl Stack {
+    /// Frames root first, as [`Stack::root_first`], each with whether it is its
+    /// part's leaf (index 0 of `user` or `kernel`: where the sample was taken in
+    /// that space) rather than a return address, one instruction past a call.
+    pub fn root_first_with_leaves(&self) -> impl Iterator<Item = (u64, bool, bool)> + '_ {
+        leaves(&self.user, false).chain(leaves(&self.kernel, true))
+    }
+
     /// Frames root first, as a flame graph stacks them: user space's outermost
     /// caller down to the kernel's leaf. `true` marks a kernel frame.
     pub fn root_first(&self) -> impl Iterator<Item = (u64, bool)> + '_ {
-        let user = self.user.iter().rev().map(|&ip| (ip, false));
-        let kernel = self.kernel.iter().rev().map(|&ip| (ip, true));
-        user.chain(kernel)
+        self.root_first_with_leaves().map(|(ip, k, _)| (ip, k))
     }
 
     /// Whether it holds no frame at all.

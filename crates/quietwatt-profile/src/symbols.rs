@@ -299,21 +299,9 @@ impl Symbols {
     /// byte before, inside the call, so that a call that ends a function or a
     /// line is named after its own function and line.
     pub fn stack(&mut self, stack: &Stack) -> Vec<String> {
-        let user = stack
-            .user
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, &ip)| (ip, false, i == 0));
-        let kernel = stack
-            .kernel
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, &ip)| (ip, true, i == 0));
         let mut out = Vec::with_capacity(stack.user.len() + stack.kernel.len());
         let inlined = self.options.inlined;
-        for (ip, k, leaf) in user.chain(kernel) {
+        for (ip, k, leaf) in stack.root_first_with_leaves() {
             let names = self.names(stack.pid, ip, k, leaf);
             match inlined {
                 true => out.extend_from_slice(names),
