@@ -108,6 +108,9 @@ impl ProfileDocument {
                 o.counts.lost, o.counts.lost_records
             )));
         }
+        for cut in &o.cut_chains {
+            warnings.push(Warning::new(WarningKind::Sampling, cut.message()));
+        }
         if o.rows_dropped > 0 {
             warnings.push(Warning::new(
                 WarningKind::Sampling,

@@ -19,6 +19,7 @@
 //!   (`file:line` on request), demangled Rust and C++, the kernel's kallsyms, JIT
 //!   perf maps; from the mappings the sampler kept ([`MapTable`]), so a command
 //!   that has exited is still named; unnamed frames keep module and offset.
+//! - [`chains`]: whether the profiled code keeps frame pointers ([`cut_chains`]).
 //! - [`error`]: typed errors; a refused `perf_event_open` names its fix.
 //! - [`profile`]: one profile end to end ([`run_profile`]): the engine's 1 kHz
 //!   energy session and the profiler around a command or the whole machine, the
@@ -81,6 +82,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod chains;
 pub mod document;
 pub mod error;
 pub mod folded;
@@ -92,6 +94,7 @@ pub mod split;
 pub mod stack;
 pub mod symbols;
 
+pub use chains::{cut_chains, CutChains};
 pub use document::{ProfileDocument, TopFunction};
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};

@@ -176,6 +176,9 @@ pub struct ProfileOutcome {
     /// The sampled processes' executable mappings, kept past their exit: what
     /// [`crate::Symbols`] names the frames from.
     pub maps: crate::MapTable,
+    /// The modules whose call chains look cut: built without frame pointers
+    /// ([`crate::chains`]), judged while the mappings were at hand.
+    pub cut_chains: Vec<crate::CutChains>,
 }
 
 impl ProfileOutcome {
@@ -287,6 +290,7 @@ pub fn run_profile(
     let (intervals, package_uj) = to_intervals(&rows, &sockets(Domain::Package));
     let (_, dram_uj) = to_intervals(&rows, &sockets(Domain::Dram));
     let (_, energy) = split_energy(&intervals, &samples, &cpu_package, run.idle);
+    let cut_chains = crate::chains::cut_chains(&table, &samples, &maps);
     Ok(ProfileOutcome {
         event: profiler.event().clone(),
         frequency_hz: profiler.options().frequency_hz,
@@ -303,6 +307,7 @@ pub fn run_profile(
         status,
         wall,
         maps,
+        cut_chains,
     })
 }
 

@@ -23,6 +23,7 @@ mod model_cli;
 mod model_warning;
 mod parquet;
 mod profile;
+mod profile_edges;
 mod profile_pprof;
 mod profile_truth;
 mod record_stop;
