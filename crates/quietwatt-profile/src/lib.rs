@@ -26,6 +26,8 @@
 //!   rows turned into exact µJ intervals, the split; DRAM reported, not split.
 //! - [`output`]: the outputs ([`NamedStacks`]): folded stacks, an energy flame
 //!   graph (SVG, inferno), the top functions by self energy.
+//! - [`interval`]: each function's 95 % energy interval ([`energy_range`]):
+//!   the sampling uncertainty (Wilson) widened by the measured energy's bound.
 //! - [`pprof`]: pprof's gzipped `profile.proto` ([`write_pprof`]), sample types
 //!   `energy/microjoules` and `samples/count`, for `go tool pprof`, Pyroscope
 //!   and speedscope.
@@ -86,6 +88,7 @@ pub mod chains;
 pub mod document;
 pub mod error;
 pub mod folded;
+pub mod interval;
 pub mod output;
 pub mod pprof;
 pub mod profile;
@@ -98,6 +101,7 @@ pub use chains::{cut_chains, CutChains};
 pub use document::{ProfileDocument, TopFunction};
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
+pub use interval::{energy_range, wilson, EnergyRange};
 pub use output::{Format, FunctionEnergy, NamedStacks};
 pub use pprof::{write_pprof, PprofHeader};
 pub use profile::{run_profile, Hooks, ProfileOutcome, ProfileRun, RunError, Workload};

@@ -354,16 +354,21 @@ fn summary(
         share(doc.unattributed_uj, measured)
     );
     if !doc.top_self.is_empty() {
-        eprintln!("  top functions by self energy:");
         eprintln!(
-            "    {:>7}  {:>10}  {:>10}  function",
-            "share", "self J", "total J"
+            "  top functions by self energy (95 % interval: samples' share, Wilson, and the measured bound):"
+        );
+        eprintln!(
+            "    {:>7}  {:>10}  {:>23}  {:>7}  {:>10}  function",
+            "share", "self J", "self J 95 %", "samples", "total J"
         );
         for f in &doc.top_self {
+            let r = &f.self_uj_95;
             eprintln!(
-                "    {:>6.1} %  {:>10}  {:>10}  {}",
+                "    {:>6.1} %  {:>10}  {:>23}  {:>7}  {:>10}  {}",
                 100.0 * f.self_share,
                 joules(f.self_uj),
+                format!("{}..{}", joules(r.low_uj), joules(r.high_uj)),
+                r.samples,
                 joules(f.total_uj),
                 f.function
             );
