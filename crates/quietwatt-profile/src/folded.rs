@@ -130,7 +130,7 @@ fn clean(name: &str) -> String {
 /// `stack`'s frame names, root first (as [`crate::Stack::root_first`]): each
 /// part's leaf (index 0, where the sample was taken in that space) named with
 /// [`Symbolizer::frame`], its return addresses with [`Symbolizer::caller`].
-fn frame_names(stack: &crate::Stack, sym: &mut dyn Symbolizer) -> Vec<String> {
+pub(crate) fn frame_names(stack: &crate::Stack, sym: &mut dyn Symbolizer) -> Vec<String> {
     stack
         .root_first_with_leaves()
         .map(|(ip, k, leaf)| match leaf {

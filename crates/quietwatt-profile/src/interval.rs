@@ -40,8 +40,16 @@ pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
     let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
     let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
     // At k = 0 and k = n the ends are exactly 0 and 1 (rounding would miss them).
-    let lo = if k == 0.0 { 0.0 } else { (centre - half).max(0.0) };
-    let hi = if k == n { 1.0 } else { (centre + half).min(1.0) };
+    let lo = if k == 0.0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let hi = if k == n {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
     (lo, hi)
 }
 

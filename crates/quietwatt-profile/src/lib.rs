@@ -32,7 +32,9 @@
 //!   `energy/microjoules` and `samples/count`, for `go tool pprof`, Pyroscope
 //!   and speedscope.
 //!
-//! Not yet: the Perfetto output.
+//! - [`timeline`]: the profile as a timeline for `quietwatt trace`
+//!   ([`write_energy_csv`], [`write_stacks_csv`]): the package intervals in
+//!   `record`'s CSV format, each stack sample with its µJ beside them.
 //!
 //! # Example
 //!
@@ -96,6 +98,7 @@ pub mod sampler;
 pub mod split;
 pub mod stack;
 pub mod symbols;
+pub mod timeline;
 
 pub use chains::{cut_chains, CutChains};
 pub use document::{ProfileDocument, TopFunction};
@@ -109,3 +112,4 @@ pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledE
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};
 pub use stack::{Stack, StackId, StackSample, StackTable};
 pub use symbols::{MapTable, Mapping, SymbolCounts, SymbolOptions, Symbols};
+pub use timeline::{sample_energy, stacks_path, write_energy_csv, write_stacks_csv};
