@@ -153,3 +153,52 @@ fn a_recorded_profile_puts_its_samples_on_the_power_timeline() {
         );
     }
 }
+
+/// `--record` needs a `.csv` name, and neither it nor its stacks file may be
+/// the flame graph: refused with the fix, before anything runs or is written.
+#[test]
+fn a_record_path_that_is_not_csv_or_is_the_output_is_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = common::mount(quietwatt_emulator::EmulatorConfig::default());
+    let marker = dir.path().join("ran");
+    let run = format!("touch {}", marker.display());
+    let json = dir.path().join("t.json");
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "--record",
+            json.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &run,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("name it FILE.csv"),
+        "{}",
+        common::stderr(&o)
+    );
+    let same = dir.path().join("p.stacks.csv");
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "-o",
+            same.to_str().unwrap(),
+            "--format",
+            "folded",
+            "--record",
+            dir.path().join("p.csv").to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &run,
+        ],
+    );
+    assert!(!o.status.success(), "the stacks file would overwrite -o");
+    assert!(!marker.exists(), "the command ran before the refusal");
+    assert!(!json.exists() && !dir.path().join("p.csv").exists());
+}

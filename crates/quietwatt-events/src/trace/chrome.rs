@@ -498,4 +498,80 @@ mod tests {
             "{errs:#?}"
         );
     }
+
+    fn stacks(event: &str, rows: &[(u64, u32, u64, u64, &str)]) -> StacksFile {
+        let mut f = StacksFile::default();
+        f.meta.push(("event".into(), event.into()));
+        f.meta.push(("frequency_hz".into(), "1000".into()));
+        for &(t_ns, cpu, period, energy_uj, stack) in rows {
+            f.rows.push(crate::trace::StackRow {
+                t_ns,
+                cpu,
+                pid: 9,
+                tid: 10,
+                period,
+                energy_uj,
+                stack: stack.into(),
+            });
+        }
+        f
+    }
+
+    fn slices(v: &Value) -> Vec<(u32, String, f64, f64, u64)> {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["pid"] == PID_STACKS && e["ph"] == "X")
+            .map(|e| {
+                (
+                    e["tid"].as_u64().unwrap() as u32,
+                    e["name"].as_str().unwrap().to_string(),
+                    e["ts"].as_f64().unwrap(),
+                    e["dur"].as_f64().unwrap(),
+                    e["args"]["energy_uj"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stack_samples_are_slices_on_their_cpu_named_by_their_leaf_never_overlapping() {
+        let (e, _) = files();
+        // cpu-clock: as wide as the period, cut at the CPU's previous sample.
+        let st = stacks(
+            "cpu-clock",
+            &[
+                (1_002_000_000, 0, 1_000_000, 40, "main;spin"),
+                (1_002_500_000, 0, 1_000_000, 20, "main;spin;memcpy"),
+                (1_002_000_000, 1, 300_000, 7, "main;other"),
+            ],
+        );
+        let v = convert_with_stacks(&e, None, Some(&st));
+        assert_eq!(validate(&v), Vec::<String>::new());
+        let got = slices(&v);
+        let on = |cpu: u32| -> Vec<_> {
+            got.iter()
+                .filter(|s| s.0 == cpu_tid(cpu))
+                .map(|s| (s.1.as_str(), s.2, s.3, s.4))
+                .collect()
+        };
+        assert_eq!(
+            on(0),
+            vec![
+                ("spin", 1_001_000.0, 1_000.0, 40),
+                ("memcpy", 1_002_000.0, 500.0, 20)
+            ]
+        );
+        assert_eq!(on(1), vec![("other", 1_001_700.0, 300.0, 7)]);
+        // cycles: one sampling period (1 ms at 1000 Hz), the period being no time.
+        let cyc = stacks("cycles", &[(1_002_000_000, 0, 3_000_000_000, 5, "f")]);
+        let v = convert_with_stacks(&e, None, Some(&cyc));
+        assert_eq!(
+            slices(&v),
+            vec![(cpu_tid(0), "f".into(), 1_001_000.0, 1_000.0, 5)]
+        );
+        // Without stacks the trace is convert's.
+        assert_eq!(convert_with_stacks(&e, None, None), convert(&e, None));
+    }
 }
