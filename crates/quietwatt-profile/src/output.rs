@@ -4,7 +4,7 @@
 //! named stacks. Frames are named by a [`Symbolizer`], once, and
 //! every output is made from the same named lines.
 
-use crate::folded::{named_lines, Symbolizer};
+use crate::folded::{frame_mappings, named_lines, Symbolizer};
 use crate::split::StackEnergy;
 use crate::stack::StackTable;
 use std::collections::BTreeMap;
@@ -66,6 +66,9 @@ pub struct NamedStacks {
     /// The stack samples of each named stack (the `folded` line's stack, without
     /// its count); `[unattributed]` has none.
     pub samples: BTreeMap<String, u64>,
+    /// The mapping (module, its addresses and file offset) of each frame name
+    /// whose address the symbolizer placed in one, for pprof's `Mapping`s.
+    pub mappings: BTreeMap<String, crate::Mapping>,
 }
 
 impl NamedStacks {
@@ -88,7 +91,12 @@ impl NamedStacks {
             folded.push_str(&format!("[unattributed] {un}\n"));
         }
         let samples = lines.into_iter().map(|(k, (_, n))| (k, n)).collect();
-        NamedStacks { folded, samples }
+        let mappings = frame_mappings(table, energy, sym);
+        NamedStacks {
+            folded,
+            samples,
+            mappings,
+        }
     }
 
     /// Each line's stack and µJ.
