@@ -2,6 +2,7 @@
 //! document, built from a [`ProfileOutcome`] and its named stacks, that the CLI
 //! stamps and prints (and Python can serialise alike).
 
+use crate::interval::{energy_range, EnergyRange};
 use crate::output::{Format, NamedStacks};
 use crate::profile::ProfileOutcome;
 use quietwatt::document::Document;
@@ -20,6 +21,9 @@ pub struct TopFunction {
     pub total_uj: u64,
     /// `self_uj` over the measured package energy (0 to 1).
     pub self_share: f64,
+    /// 95 % interval on `self_uj`: its samples' share (Wilson) widened by the
+    /// measured package energy's ± bound (`crate::interval`).
+    pub self_uj_95: EnergyRange,
 }
 
 /// A profile's figures: the energy measured (with each domain's uncertainty, as
@@ -101,6 +105,18 @@ impl ProfileDocument {
                 uj as f64 / measured as f64
             }
         };
+        // The package's relative ± bound, for each function's interval.
+        let (pkg_j, pkg_u) = o
+            .measurement
+            .energy
+            .domains
+            .iter()
+            .filter(|d| d.domain == "package")
+            .fold((0.0, 0.0), |(e, u), d| {
+                (e + d.energy_j.0, u + d.uncertainty_j.0)
+            });
+        let measured_rel = if pkg_j > 0.0 { pkg_u / pkg_j } else { 0.0 };
+        let of_samples = named.sample_count();
         let mut warnings = o.measurement.warnings().to_vec();
         if o.counts.lost > 0 {
             warnings.push(Warning::new(WarningKind::Sampling, format!(
@@ -150,6 +166,7 @@ impl ProfileDocument {
                 .into_iter()
                 .map(|f| TopFunction {
                     self_share: share(f.self_uj),
+                    self_uj_95: energy_range(f.self_uj, f.self_samples, of_samples, measured_rel),
                     function: f.name,
                     self_uj: f.self_uj,
                     total_uj: f.total_uj,

@@ -30,6 +30,12 @@ pub trait Symbolizer {
     fn caller(&mut self, pid: u32, ip: u64, kernel: bool) -> String {
         self.frame(pid, ip, kernel)
     }
+
+    /// The mapping (module) `ip` of process `pid` lies in, for pprof's `Mapping`;
+    /// `None` where unknown (by default, and for kernel frames).
+    fn mapping(&mut self, _pid: u32, _ip: u64, _kernel: bool) -> Option<crate::Mapping> {
+        None
+    }
 }
 
 /// Frames as bare addresses.
@@ -130,7 +136,7 @@ fn clean(name: &str) -> String {
 /// `stack`'s frame names, root first (as [`crate::Stack::root_first`]): each
 /// part's leaf (index 0, where the sample was taken in that space) named with
 /// [`Symbolizer::frame`], its return addresses with [`Symbolizer::caller`].
-fn frame_names(stack: &crate::Stack, sym: &mut dyn Symbolizer) -> Vec<String> {
+pub(crate) fn frame_names(stack: &crate::Stack, sym: &mut dyn Symbolizer) -> Vec<String> {
     stack
         .root_first_with_leaves()
         .map(|(ip, k, leaf)| match leaf {
@@ -164,6 +170,35 @@ pub(crate) fn named_lines(
         line.1 += t.samples;
     }
     lines
+}
+
+/// Each frame name of the stacks that got energy with the mapping its address
+/// lies in (the first seen, when one name is in several: a function of a library
+/// two processes map at different addresses).
+pub(crate) fn frame_mappings(
+    table: &StackTable,
+    energy: &StackEnergy,
+    sym: &mut dyn Symbolizer,
+) -> BTreeMap<String, crate::Mapping> {
+    let mut out = BTreeMap::new();
+    for (id, t) in &energy.stacks {
+        if t.total_uj() == 0 {
+            continue;
+        }
+        let Some(stack) = table.get(*id) else {
+            continue;
+        };
+        let names = frame_names(stack, sym);
+        for ((ip, k, _), name) in stack.root_first_with_leaves().zip(names) {
+            if out.contains_key(&name) {
+                continue;
+            }
+            if let Some(m) = sym.mapping(stack.pid, ip, k) {
+                out.insert(name, m);
+            }
+        }
+    }
+    out
 }
 
 /// Writes the folded stacks of `energy`, frames named by `sym`, one line per

@@ -26,11 +26,15 @@
 //!   rows turned into exact µJ intervals, the split; DRAM reported, not split.
 //! - [`output`]: the outputs ([`NamedStacks`]): folded stacks, an energy flame
 //!   graph (SVG, inferno), the top functions by self energy.
+//! - [`interval`]: each function's 95 % energy interval ([`energy_range`]):
+//!   the sampling uncertainty (Wilson) widened by the measured energy's bound.
 //! - [`pprof`]: pprof's gzipped `profile.proto` ([`write_pprof`]), sample types
 //!   `energy/microjoules` and `samples/count`, for `go tool pprof`, Pyroscope
 //!   and speedscope.
 //!
-//! Not yet: the Perfetto output.
+//! - [`timeline`]: the profile as a timeline for `quietwatt trace`
+//!   ([`write_energy_csv`], [`write_stacks_csv`]): the package intervals in
+//!   `record`'s CSV format, each stack sample with its µJ beside them.
 //!
 //! # Example
 //!
@@ -86,6 +90,7 @@ pub mod chains;
 pub mod document;
 pub mod error;
 pub mod folded;
+pub mod interval;
 pub mod output;
 pub mod pprof;
 pub mod profile;
@@ -93,11 +98,13 @@ pub mod sampler;
 pub mod split;
 pub mod stack;
 pub mod symbols;
+pub mod timeline;
 
 pub use chains::{cut_chains, CutChains};
 pub use document::{ProfileDocument, TopFunction};
 pub use error::{perf_event_paranoid, ProfileError, Result};
 pub use folded::{write_folded, Addresses, Modules, Symbolizer};
+pub use interval::{energy_range, wilson, EnergyRange};
 pub use output::{Format, FunctionEnergy, NamedStacks};
 pub use pprof::{write_pprof, PprofHeader};
 pub use profile::{run_profile, Hooks, ProfileOutcome, ProfileRun, RunError, Workload};
@@ -105,3 +112,4 @@ pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledE
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};
 pub use stack::{Stack, StackId, StackSample, StackTable};
 pub use symbols::{MapTable, Mapping, SymbolCounts, SymbolOptions, Symbols};
+pub use timeline::{sample_energy, stacks_path, write_energy_csv, write_stacks_csv};

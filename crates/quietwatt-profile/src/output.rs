@@ -4,7 +4,7 @@
 //! named stacks. Frames are named by a [`Symbolizer`], once, and
 //! every output is made from the same named lines.
 
-use crate::folded::{named_lines, Symbolizer};
+use crate::folded::{frame_mappings, named_lines, Symbolizer};
 use crate::split::StackEnergy;
 use crate::stack::StackTable;
 use std::collections::BTreeMap;
@@ -66,6 +66,9 @@ pub struct NamedStacks {
     /// The stack samples of each named stack (the `folded` line's stack, without
     /// its count); `[unattributed]` has none.
     pub samples: BTreeMap<String, u64>,
+    /// The mapping (module, its addresses and file offset) of each frame name
+    /// whose address the symbolizer placed in one, for pprof's `Mapping`s.
+    pub mappings: BTreeMap<String, crate::Mapping>,
 }
 
 impl NamedStacks {
@@ -88,7 +91,12 @@ impl NamedStacks {
             folded.push_str(&format!("[unattributed] {un}\n"));
         }
         let samples = lines.into_iter().map(|(k, (_, n))| (k, n)).collect();
-        NamedStacks { folded, samples }
+        let mappings = frame_mappings(table, energy, sym);
+        NamedStacks {
+            folded,
+            samples,
+            mappings,
+        }
     }
 
     /// Each line's stack and µJ.
@@ -128,9 +136,14 @@ impl NamedStacks {
     /// stack, however often it recurs there). `[unattributed]` is not a function.
     pub fn top_functions(&self, n: usize) -> Vec<FunctionEnergy> {
         let mut by: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut self_samples: BTreeMap<&str, u64> = BTreeMap::new();
         for (stack, uj) in self.lines() {
             if stack == "[unattributed]" {
                 continue;
+            }
+            if let Some(leaf) = stack.rsplit(';').next() {
+                *self_samples.entry(leaf).or_default() +=
+                    self.samples.get(stack).copied().unwrap_or(0);
             }
             let frames: Vec<&str> = stack.split(';').collect();
             let mut once: Vec<&str> = frames.clone();
@@ -149,12 +162,19 @@ impl NamedStacks {
                 name: name.to_string(),
                 self_uj,
                 total_uj,
+                self_samples: self_samples.get(name).copied().unwrap_or(0),
             })
             .filter(|f| f.self_uj > 0)
             .collect();
         top.sort_by(|a, b| b.self_uj.cmp(&a.self_uj).then(a.name.cmp(&b.name)));
         top.truncate(n);
         top
+    }
+
+    /// The stack samples of every stack that got energy (the `n` of each
+    /// function's share of the samples).
+    pub fn sample_count(&self) -> u64 {
+        self.samples.values().sum()
     }
 }
 
@@ -167,6 +187,8 @@ pub struct FunctionEnergy {
     pub self_uj: u64,
     /// µJ of the stacks it is in.
     pub total_uj: u64,
+    /// The stack samples of the stacks it is the leaf of.
+    pub self_samples: u64,
 }
 
 #[cfg(test)]
@@ -204,6 +226,18 @@ mod tests {
             .map(|f| (f.name.as_str(), f.self_uj, f.total_uj))
             .collect();
         assert_eq!(got, vec![("f", 30, 30), ("g", 10, 10), ("main", 5, 45)]);
+        let mut counted = n.clone();
+        counted.samples = [("main;f;f", 6), ("main;g", 2), ("main", 1)]
+            .into_iter()
+            .map(|(s, k)| (s.to_string(), k))
+            .collect();
+        let samples: Vec<u64> = counted
+            .top_functions(10)
+            .iter()
+            .map(|f| f.self_samples)
+            .collect();
+        assert_eq!(samples, vec![6, 2, 1]);
+        assert_eq!(counted.sample_count(), 9);
         assert_eq!(n.top_functions(1).len(), 1);
     }
 

@@ -5,7 +5,9 @@
 //! Two sample types: `energy/microjoules` (the default) and `samples/count`; one
 //! Sample per distinct named stack of a [`NamedStacks`], its locations leaf first
 //! as pprof wants; a Location and a Function per named frame, with the file and
-//! line when the frame was named `func (file:line)` (`--lines`). The
+//! line when the frame was named `func (file:line)` (`--lines`). A frame whose
+//! address lies in a mapping the sampler kept points to a Mapping (the module's
+//! file, addresses and offset: `go tool pprof -raw` lists them). The
 //! `[unattributed]` energy (intervals no stack was sampled in) is a Sample of its
 //! own with a single `[unattributed]` location and 0 samples, so the energy
 //! values add up to the measured energy exactly, as the folded lines do.
@@ -30,6 +32,9 @@ pub mod proto {
         /// The samples.
         #[prost(message, repeated, tag = "2")]
         pub sample: Vec<Sample>,
+        /// The modules the locations lie in (by id).
+        #[prost(message, repeated, tag = "3")]
+        pub mapping: Vec<Mapping>,
         /// The locations the samples point to (by id).
         #[prost(message, repeated, tag = "4")]
         pub location: Vec<Location>,
@@ -81,12 +86,38 @@ pub mod proto {
         pub value: Vec<i64>,
     }
 
+    /// `Mapping`: a module mapped into a process.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Mapping {
+        /// Its id (1 and up).
+        #[prost(uint64, tag = "1")]
+        pub id: u64,
+        /// Its first address.
+        #[prost(uint64, tag = "2")]
+        pub memory_start: u64,
+        /// One past its last address.
+        #[prost(uint64, tag = "3")]
+        pub memory_limit: u64,
+        /// The file offset mapped at `memory_start`.
+        #[prost(uint64, tag = "4")]
+        pub file_offset: u64,
+        /// Its file (string table index).
+        #[prost(int64, tag = "5")]
+        pub filename: i64,
+        /// Whether its locations have function names.
+        #[prost(bool, tag = "7")]
+        pub has_functions: bool,
+    }
+
     /// `Location`: one frame.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Location {
         /// Its id (1 and up).
         #[prost(uint64, tag = "1")]
         pub id: u64,
+        /// The mapping it lies in (0: unknown).
+        #[prost(uint64, tag = "2")]
+        pub mapping_id: u64,
         /// Its function and line.
         #[prost(message, repeated, tag = "4")]
         pub line: Vec<Line>,
@@ -155,6 +186,8 @@ struct Builder {
     function_ids: HashMap<(i64, i64), u64>,
     locations: Vec<proto::Location>,
     location_ids: HashMap<String, u64>,
+    mappings: Vec<proto::Mapping>,
+    mapping_ids: HashMap<(u64, u64, std::sync::Arc<str>), u64>,
 }
 
 impl Builder {
@@ -175,10 +208,30 @@ impl Builder {
         i
     }
 
-    fn location(&mut self, frame: &str) -> u64 {
+    fn mapping(&mut self, m: &crate::Mapping) -> u64 {
+        let key = (m.start, m.len, m.path.clone());
+        if let Some(&id) = self.mapping_ids.get(&key) {
+            return id;
+        }
+        let id = self.mappings.len() as u64 + 1;
+        let filename = self.string(&m.path);
+        self.mappings.push(proto::Mapping {
+            id,
+            memory_start: m.start,
+            memory_limit: m.start.saturating_add(m.len),
+            file_offset: m.pgoff,
+            filename,
+            has_functions: true,
+        });
+        self.mapping_ids.insert(key, id);
+        id
+    }
+
+    fn location(&mut self, frame: &str, mapping: Option<&crate::Mapping>) -> u64 {
         if let Some(&id) = self.location_ids.get(frame) {
             return id;
         }
+        let mapping_id = mapping.map_or(0, |m| self.mapping(m));
         let (func, file, line) = split_frame(frame);
         let (name, filename) = (self.string(func), self.string(file));
         let function_id = match self.function_ids.get(&(name, filename)) {
@@ -198,6 +251,7 @@ impl Builder {
         let id = self.locations.len() as u64 + 1;
         self.locations.push(proto::Location {
             id,
+            mapping_id,
             line: vec![proto::Line { function_id, line }],
         });
         self.location_ids.insert(frame.to_string(), id);
@@ -222,7 +276,10 @@ pub fn profile(named: &NamedStacks, header: &PprofHeader) -> proto::Profile {
     let mut sample = Vec::new();
     for (stack, uj) in named.lines() {
         // Folded stacks are root first; pprof's locations leaf first.
-        let location_id = stack.rsplit(';').map(|f| b.location(f)).collect();
+        let location_id = stack
+            .rsplit(';')
+            .map(|f| b.location(f, named.mappings.get(f)))
+            .collect();
         let n = named.samples.get(stack).copied().unwrap_or(0);
         sample.push(proto::Sample {
             location_id,
@@ -244,6 +301,7 @@ pub fn profile(named: &NamedStacks, header: &PprofHeader) -> proto::Profile {
         period: 1,
         sample_type: vec![energy, count],
         sample,
+        mapping: b.mappings,
         location: b.locations,
         function: b.functions,
         string_table: b.strings,
@@ -275,6 +333,7 @@ mod tests {
         NamedStacks {
             folded: text.to_string(),
             samples: samples.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+            ..NamedStacks::default()
         }
     }
 
@@ -365,6 +424,40 @@ mod tests {
         assert_eq!(split_frame("[kernel] 0xffff"), ("[kernel] 0xffff", "", 0));
         assert_eq!(split_frame("ns::f(int)"), ("ns::f(int)", "", 0));
         assert_eq!(split_frame("g (x)"), ("g (x)", "", 0));
+    }
+
+    #[test]
+    fn frames_in_a_known_module_point_to_its_mapping() {
+        let mut n = named("main;f 30\nmain;g 10\n", &[("main;f", 3), ("main;g", 1)]);
+        let m = crate::Mapping {
+            start: 0x1000,
+            len: 0x2000,
+            pgoff: 0x400,
+            path: "/usr/bin/app".into(),
+        };
+        n.mappings.insert("main".into(), m.clone());
+        n.mappings.insert("f".into(), m);
+        let p = profile(&n, &header());
+        assert_eq!(p.mapping.len(), 1, "one module, one mapping");
+        let map = &p.mapping[0];
+        assert_eq!(
+            (map.memory_start, map.memory_limit, map.file_offset),
+            (0x1000, 0x3000, 0x400)
+        );
+        assert_eq!(p.string_table[map.filename as usize], "/usr/bin/app");
+        let of = |name: &str| {
+            let f = p
+                .function
+                .iter()
+                .find(|f| p.string_table[f.name as usize] == name)
+                .unwrap();
+            p.location
+                .iter()
+                .find(|l| l.line[0].function_id == f.id)
+                .unwrap()
+                .mapping_id
+        };
+        assert_eq!((of("main"), of("f"), of("g")), (map.id, map.id, 0));
     }
 
     #[test]

@@ -27,7 +27,7 @@
 
 use crate::error::ProfileError;
 use crate::sampler::{Counts, EventChoice, Options, Profiler, Target};
-use crate::split::{split_energy, EnergyInterval, StackEnergy};
+use crate::split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy};
 use crate::stack::{StackSample, StackTable};
 use quietwatt::command::ChildEvent;
 use quietwatt::{
@@ -162,6 +162,11 @@ pub struct ProfileOutcome {
     pub intervals: Vec<EnergyInterval>,
     /// The energy per stack, the unattributed part, the idle part.
     pub energy: StackEnergy,
+    /// Each interval's split, in the order of `intervals` (the timeline:
+    /// [`crate::timeline`]).
+    pub splits: Vec<IntervalSplit>,
+    /// Each CPU's package, as the split used it.
+    pub cpu_package: Vec<Option<u32>>,
     /// Each package's measured energy, µJ: the sum of its intervals.
     pub package_uj: BTreeMap<u32, u64>,
     /// Each package's DRAM energy, µJ, not split (empty without a DRAM domain).
@@ -289,7 +294,7 @@ pub fn run_profile(
     };
     let (intervals, package_uj) = to_intervals(&rows, &sockets(Domain::Package));
     let (_, dram_uj) = to_intervals(&rows, &sockets(Domain::Dram));
-    let (_, energy) = split_energy(&intervals, &samples, &cpu_package, run.idle);
+    let (splits, energy) = split_energy(&intervals, &samples, &cpu_package, run.idle);
     let cut_chains = crate::chains::cut_chains(&table, &samples, &maps);
     Ok(ProfileOutcome {
         event: profiler.event().clone(),
@@ -301,6 +306,8 @@ pub fn run_profile(
         samples,
         intervals,
         energy,
+        splits,
+        cpu_package,
         package_uj,
         dram_uj,
         rows_dropped,

@@ -455,6 +455,14 @@ impl Symbolizer for Symbols {
     fn caller(&mut self, pid: u32, ip: u64, kernel: bool) -> String {
         self.name(pid, ip, kernel, false)
     }
+
+    /// The sampler's mapping of `ip` in `pid` (none for the kernel's frames).
+    fn mapping(&mut self, pid: u32, ip: u64, kernel: bool) -> Option<Mapping> {
+        if kernel {
+            return None;
+        }
+        self.maps.find(pid, ip).cloned()
+    }
 }
 
 /// Whether a kallsyms file lists real addresses: with `kptr_restrict` (or

@@ -231,20 +231,38 @@ pub fn write_trace(
     events: Option<&Path>,
     out: &Path,
 ) -> Result<Vec<(PathBuf, String)>, RecordingError> {
+    write_trace_with_stacks(energy, events, None, out)
+}
+
+/// [`write_trace`], with a profile's stack samples (`quietwatt profile --record`'s
+/// `<stem>.stacks.csv`) on per-CPU tracks beside the power.
+pub fn write_trace_with_stacks(
+    energy: &Path,
+    events: Option<&Path>,
+    stacks: Option<&Path>,
+    out: &Path,
+) -> Result<Vec<(PathBuf, String)>, RecordingError> {
     let e = EnergyFile::read(energy)?;
     let v = events.map(EventsFile::read).transpose()?;
+    let st = stacks
+        .map(quietwatt_events::trace::StacksFile::read)
+        .transpose()?;
     let cut = [
         (energy, e.cut_last_line.as_ref()),
         (
             events.unwrap_or(energy),
             v.as_ref().and_then(|f| f.cut_last_line.as_ref()),
         ),
+        (
+            stacks.unwrap_or(energy),
+            st.as_ref().and_then(|f| f.cut_last_line.as_ref()),
+        ),
     ];
     let cut_lines: Vec<(PathBuf, String)> = cut
         .into_iter()
         .filter_map(|(p, l)| l.map(|l| (p.to_path_buf(), l.clone())))
         .collect();
-    let json = trace::chrome::convert(&e, v.as_ref());
+    let json = trace::chrome::convert_with_stacks(&e, v.as_ref(), st.as_ref());
     let problems = trace::chrome::validate(&json);
     if let Some(p) = problems.first() {
         return Err(RecordingError::TraceInvalid {

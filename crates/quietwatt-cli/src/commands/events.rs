@@ -173,10 +173,15 @@ pub fn error(done: &EventsOutcome) -> Option<Failure> {
     ))
 }
 
-/// Converts an energy file (and its events file, when given) into a Chrome JSON
-/// trace (the library's `write_trace`), with its warnings.
-pub fn write_trace(energy: &Path, events: Option<&Path>, out: &Path) -> Result<(), Failure> {
-    let cut = quietwatt_recording::events::write_trace(energy, events, out)
+/// Converts an energy file (and its events and stacks files, when given) into a
+/// Chrome JSON trace (the library's `write_trace_with_stacks`), with its warnings.
+pub fn write_trace(
+    energy: &Path,
+    events: Option<&Path>,
+    stacks: Option<&Path>,
+    out: &Path,
+) -> Result<(), Failure> {
+    let cut = quietwatt_recording::events::write_trace_with_stacks(energy, events, stacks, out)
         .map_err(super::record_errors::recording_failure)?;
     warn_cut(&cut);
     Ok(())

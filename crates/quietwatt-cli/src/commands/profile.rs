@@ -78,6 +78,12 @@ pub struct Args {
     /// printed there).
     #[arg(long)]
     json: bool,
+    /// Also write the profile as a timeline: the package energy intervals in
+    /// `record`'s CSV format to FILE.csv and every stack sample with its µJ to
+    /// `<stem>.stacks.csv` beside it (`quietwatt trace FILE.csv` shows them in
+    /// Perfetto).
+    #[arg(long, value_name = "FILE.csv")]
+    record: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -111,7 +117,23 @@ impl Args {
         }
         self.duration()?;
         self.format()?;
-        super::exports::checked(&[], &[("-o", Some(self.output().as_path()))])?;
+        if let Some(r) = &self.record {
+            if r.extension().and_then(|e| e.to_str()) != Some("csv") {
+                return Err(Failure::usage(format!(
+                    "--record {}: the timeline is written as CSV: name it FILE.csv (its stacks go to FILE.stacks.csv)",
+                    r.display()
+                )));
+            }
+        }
+        let stacks = self.record.as_deref().map(quietwatt_profile::stacks_path);
+        super::exports::checked(
+            &[],
+            &[
+                ("-o", Some(self.output().as_path())),
+                ("--record", self.record.as_deref()),
+                ("--record's stacks file", stacks.as_deref()),
+            ],
+        )?;
         Ok(())
     }
 
@@ -215,6 +237,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             format!("cannot write -o {}: {e}", output.display()),
         ));
     }
+    if let Some(path) = &args.record {
+        write_timeline(env, path, &outcome, &mut symbols)?;
+    }
     summary(env, &args, &outcome, &named, &output, format);
     Ok(match outcome.status {
         Some(s) => ExitCode::from(super::exit_code(s).clamp(0, 255) as u8),
@@ -237,6 +262,52 @@ fn failure(e: RunError) -> Failure {
         RunError::NoPackage { .. } => Failure::new(NO_RAPL, e.to_string()),
         e => Failure::new(MEASUREMENT, e.to_string()),
     }
+}
+
+/// `--record`: the package intervals in `record`'s CSV at `path`, the stack
+/// samples with their µJ beside it (the library's `timeline`).
+fn write_timeline(
+    env: &Environment,
+    path: &std::path::Path,
+    o: &ProfileOutcome,
+    symbols: &mut Symbols,
+) -> Result<(), Failure> {
+    let stacks = quietwatt_profile::stacks_path(path);
+    let mut meta: Vec<(String, String)> = vec![
+        (
+            "tool".into(),
+            format!("quietwatt {} profile", env!("CARGO_PKG_VERSION")),
+        ),
+        ("mechanism".into(), o.mechanism.to_string()),
+        ("clock".into(), "CLOCK_MONOTONIC".into()),
+        ("emulated".into(), env.is_emulated().to_string()),
+        (
+            "content".into(),
+            "the profile's package energy intervals, exact µJ as split (DRAM not written)".into(),
+        ),
+    ];
+    let mut energy = Vec::new();
+    quietwatt_profile::write_energy_csv(&mut energy, o, &meta)
+        .expect("writing to memory cannot fail");
+    meta.truncate(4);
+    meta.push(("event".into(), o.event.event.name().into()));
+    meta.push(("frequency_hz".into(), o.frequency_hz.to_string()));
+    meta.push((
+        "units".into(),
+        "time_ns CLOCK_MONOTONIC ns; period event count (ns for cpu-clock); energy_uj µJ".into(),
+    ));
+    let mut samples = Vec::new();
+    quietwatt_profile::write_stacks_csv(&mut samples, o, symbols, &meta)
+        .expect("writing to memory cannot fail");
+    for (p, bytes) in [(path, &energy), (stacks.as_path(), &samples)] {
+        std::fs::write(p, bytes).map_err(|e| {
+            Failure::new(
+                OUTPUT,
+                format!("cannot write --record's {}: {e}", p.display()),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Joules from µJ, as the summary writes them.
@@ -354,16 +425,21 @@ fn summary(
         share(doc.unattributed_uj, measured)
     );
     if !doc.top_self.is_empty() {
-        eprintln!("  top functions by self energy:");
         eprintln!(
-            "    {:>7}  {:>10}  {:>10}  function",
-            "share", "self J", "total J"
+            "  top functions by self energy (95 % interval: samples' share, Wilson, and the measured bound):"
+        );
+        eprintln!(
+            "    {:>7}  {:>10}  {:>23}  {:>7}  {:>10}  function",
+            "share", "self J", "self J 95 %", "samples", "total J"
         );
         for f in &doc.top_self {
+            let r = &f.self_uj_95;
             eprintln!(
-                "    {:>6.1} %  {:>10}  {:>10}  {}",
+                "    {:>6.1} %  {:>10}  {:>23}  {:>7}  {:>10}  {}",
                 100.0 * f.self_share,
                 joules(f.self_uj),
+                format!("{}..{}", joules(r.low_uj), joules(r.high_uj)),
+                r.samples,
                 joules(f.total_uj),
                 f.function
             );

@@ -25,6 +25,7 @@ mod parquet;
 mod profile;
 mod profile_edges;
 mod profile_pprof;
+mod profile_trace;
 mod profile_truth;
 mod record_stop;
 mod recording_edges;

@@ -86,6 +86,26 @@ fn go_tool_pprof_reads_the_energy_profile_and_diffs_it() {
         text.contains("[unattributed]") || s["unattributed_uj"] == 0,
         "{text}"
     );
+    // The frames' modules are Mappings: the shell's own file among them, and
+    // locations pointing to them (`M=`).
+    let raw = pprof(dir.path(), &["-raw", "x.pb.gz"]);
+    let mappings: Vec<&str> = raw
+        .split("Mappings")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("0x"))
+        .collect();
+    let shell = std::fs::canonicalize("/bin/sh").unwrap();
+    assert!(
+        mappings.iter().any(|l| l.contains(shell.to_str().unwrap())),
+        "{} is not among the Mappings of go tool pprof -raw:\n{raw}",
+        shell.display()
+    );
+    assert!(
+        raw.lines().any(|l| l.contains(" M=")),
+        "no location points to a mapping:\n{raw}"
+    );
     // The samples are there too, as the second sample type.
     pprof(dir.path(), &["-top", "-sample_index=samples", "x.pb.gz"]);
     // A profile against itself: every difference is 0, and pprof says so.

@@ -224,10 +224,60 @@ fn two_functions_in_a_known_cpu_ratio_get_their_energy_share_and_conserve_exactl
         u(&s, "package_uj"),
         "stacks + unattributed against the measured package energy, in µJ"
     );
+    intervals_hold_the_cpu_time_truth(&s, &ns);
 }
 
-/// A CPU-bound JavaScript function (TurboFan compiles the loop on stack) and the
-/// pid written where the test can find the perf map to remove it.
+/// Each spinning function's 95 % interval (`top_self[].self_uj_95`) holds its
+/// truth for what the interval states, the sampling: the interval's relative
+/// ends applied to the function's samples hold the samples its CPU time should
+/// have had (the three functions' samples split by their measured CPU times).
+/// The split's own systematics (a function running alone on the package takes
+/// that interval's whole energy: about 5 points of share here) are the test
+/// above's tolerance, not the interval's.
+fn intervals_hold_the_cpu_time_truth(s: &serde_json::Value, ns: &[f64]) {
+    let names = [
+        "quietwatt_truth_heavy",
+        "quietwatt_truth_light",
+        "quietwatt_truth_rest",
+    ];
+    let top = s["top_self"].as_array().expect("top_self");
+    let entry = |name: &str| {
+        top.iter()
+            .find(|f| f["function"].as_str().is_some_and(|n| n.contains(name)))
+            .unwrap_or_else(|| panic!("{name} not among the top functions: {top:?}"))
+    };
+    let f64_of = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{v}"));
+    let samples: Vec<f64> = names
+        .iter()
+        .map(|n| f64_of(&entry(n)["self_uj_95"]["samples"]))
+        .collect();
+    let spinning: f64 = samples.iter().sum();
+    let cpu: f64 = ns[..3].iter().sum();
+    for (i, name) in names.iter().enumerate() {
+        let f = entry(name);
+        let r = &f["self_uj_95"];
+        let self_uj = f64_of(&f["self_uj"]);
+        let (low, high) = (f64_of(&r["low_uj"]), f64_of(&r["high_uj"]));
+        assert!(
+            low <= self_uj && self_uj <= high && low < high,
+            "{name}: the interval {low}..{high} µJ does not hold its own estimate {self_uj}"
+        );
+        let k = samples[i];
+        let (k_low, k_high) = (k * low / self_uj, k * high / self_uj);
+        let truth = spinning * ns[i] / cpu;
+        println!(
+            "truth: {name} self {self_uj} µJ, 95 % {low}..{high} µJ; {k} of {} samples, \
+             {k_low:.0}..{k_high:.0}; its CPU time's share of the samples {truth:.0}",
+            r["of_samples"]
+        );
+        assert!(
+            k_low <= truth && truth <= k_high,
+            "{name}: the 95 % interval on its samples {k_low:.0}..{k_high:.0} (from \
+             {low}..{high} µJ) misses the samples its CPU time should have had, {truth:.0}"
+        );
+    }
+}
+
 const NODE_JS: &str = r#"
 const fs = require("fs");
 fs.writeFileSync(process.argv[2], String(process.pid));

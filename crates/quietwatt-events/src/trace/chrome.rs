@@ -13,11 +13,21 @@
 //!   idle period and an instant event (`"ph":"i"`, thread scope) per traced fault,
 //!   when the events file holds events recorded one by one (`trace:` rows).
 //!
+//! - process 4 `stacks`: one thread per CPU (`cpuN stacks`) with a complete
+//!   slice per stack sample of a profile (`quietwatt profile --record`), named
+//!   by its leaf frame, as wide as the CPU time it stands for (its period for
+//!   cpu-clock, `1 / frequency_hz` otherwise, never past the CPU's next sample),
+//!   its whole stack, µJ, pid, tid and period in `args`. One slice per sample
+//!   rather than a flame chart of frames: a sample is the unit the energy was
+//!   split into, so selecting a range in Perfetto sums its µJ and counts its
+//!   leaves (the slices' aggregate) directly, and a 1 kHz profile stays one
+//!   event per sample instead of one per frame.
+//!
 //! Timestamps are CLOCK_MONOTONIC in microseconds (fractional: nanoseconds kept).
 //! A counter value holds from its timestamp to the next, so a row that covers
 //! `(previous read, this read]` is placed at the previous read.
 
-use super::{EnergyFile, EventsFile, TRACED};
+use super::{EnergyFile, EventsFile, StacksFile, TRACED};
 use crate::Event;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -28,6 +38,8 @@ pub const PID_ENERGY: u32 = 1;
 pub const PID_EVENTS: u32 = 2;
 /// Per-CPU slices and instants.
 pub const PID_CPUS: u32 = 3;
+/// A profile's stack samples, per CPU.
+pub const PID_STACKS: u32 = 4;
 
 /// The thread id of CPU `cpu`'s track in [`PID_CPUS`]. Never 0 and never a pid:
 /// Perfetto UI (checked in v52) turns a JSON `tid` 0 into `tid = pid`, which would
@@ -60,6 +72,16 @@ fn counter(pid: u32, name: &str, ts_ns: u64, args: Value) -> Value {
 
 /// Converts an energy recording (and its events, if any) into a Chrome JSON trace.
 pub fn convert(energy: &EnergyFile, events: Option<&EventsFile>) -> Value {
+    convert_with_stacks(energy, events, None)
+}
+
+/// [`convert`], with a profile's stack samples (`<stem>.stacks.csv`) on per-CPU
+/// tracks of their own ([`PID_STACKS`]).
+pub fn convert_with_stacks(
+    energy: &EnergyFile,
+    events: Option<&EventsFile>,
+    stacks: Option<&StacksFile>,
+) -> Value {
     let mut out: Vec<Value> = vec![
         meta(PID_ENERGY, None, "process_name", "energy (RAPL)"),
         meta(PID_ENERGY, None, "process_sort_index", "1"),
@@ -92,6 +114,9 @@ pub fn convert(energy: &EnergyFile, events: Option<&EventsFile>) -> Value {
     }
     if let Some(ev) = events {
         out.extend(event_tracks(ev));
+    }
+    if let Some(st) = stacks {
+        out.extend(stack_tracks(st));
     }
     // Metadata first, then by time: viewers do not need it, people reading the file do.
     out.sort_by(|a, b| {
@@ -237,6 +262,59 @@ fn event_tracks(ev: &EventsFile) -> Vec<Value> {
                 })),
             }
         }
+    }
+    out
+}
+
+/// A slice per stack sample on its CPU's track (see the module doc).
+fn stack_tracks(st: &StacksFile) -> Vec<Value> {
+    let mut out = vec![
+        meta(
+            PID_STACKS,
+            None,
+            "process_name",
+            "stacks (profile samples, µJ)",
+        ),
+        meta(PID_STACKS, None, "process_sort_index", "4"),
+    ];
+    let cpu_clock = st.meta_value("event") == Some("cpu-clock");
+    // Without CPU time in the period (cycles), a sample stands for one sampling period.
+    let default_ns = st
+        .meta_value("frequency_hz")
+        .and_then(|f| f.parse::<f64>().ok())
+        .filter(|f| *f > 0.0)
+        .map_or(1_000_000, |f| (1e9 / f) as u64);
+    let mut rows: Vec<_> = st.rows.iter().collect();
+    rows.sort_by_key(|r| (r.cpu, r.t_ns));
+    let mut cpus: Vec<u32> = rows.iter().map(|r| r.cpu).collect();
+    cpus.dedup();
+    for c in &cpus {
+        out.push(meta(
+            PID_STACKS,
+            Some(cpu_tid(*c)),
+            "thread_name",
+            &format!("cpu{c} stacks"),
+        ));
+    }
+    // The slice ends at its sample and starts no earlier than the CPU's previous one.
+    let mut prev: Option<(u32, u64)> = None;
+    for r in rows {
+        let width = if cpu_clock { r.period } else { default_ns };
+        let floor = match prev {
+            Some((c, t)) if c == r.cpu => t,
+            _ => 0,
+        };
+        let start = r.t_ns.saturating_sub(width).max(floor);
+        prev = Some((r.cpu, r.t_ns));
+        out.push(json!({
+            "name": r.leaf(), "cat": "stack", "ph": "X",
+            "ts": us(start), "dur": us(r.t_ns - start),
+            "pid": PID_STACKS, "tid": cpu_tid(r.cpu),
+            "args": {
+                "energy_uj": r.energy_uj, "stack": r.stack, "pid": r.pid, "tid": r.tid,
+                "period": r.period, "sample_ns": r.t_ns,
+            },
+        }));
     }
     out
 }
@@ -419,5 +497,81 @@ mod tests {
             errs.iter().any(|e| e.contains("goes back from 5")),
             "{errs:#?}"
         );
+    }
+
+    fn stacks(event: &str, rows: &[(u64, u32, u64, u64, &str)]) -> StacksFile {
+        let mut f = StacksFile::default();
+        f.meta.push(("event".into(), event.into()));
+        f.meta.push(("frequency_hz".into(), "1000".into()));
+        for &(t_ns, cpu, period, energy_uj, stack) in rows {
+            f.rows.push(crate::trace::StackRow {
+                t_ns,
+                cpu,
+                pid: 9,
+                tid: 10,
+                period,
+                energy_uj,
+                stack: stack.into(),
+            });
+        }
+        f
+    }
+
+    fn slices(v: &Value) -> Vec<(u32, String, f64, f64, u64)> {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["pid"] == PID_STACKS && e["ph"] == "X")
+            .map(|e| {
+                (
+                    e["tid"].as_u64().unwrap() as u32,
+                    e["name"].as_str().unwrap().to_string(),
+                    e["ts"].as_f64().unwrap(),
+                    e["dur"].as_f64().unwrap(),
+                    e["args"]["energy_uj"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stack_samples_are_slices_on_their_cpu_named_by_their_leaf_never_overlapping() {
+        let (e, _) = files();
+        // cpu-clock: as wide as the period, cut at the CPU's previous sample.
+        let st = stacks(
+            "cpu-clock",
+            &[
+                (1_002_000_000, 0, 1_000_000, 40, "main;spin"),
+                (1_002_500_000, 0, 1_000_000, 20, "main;spin;memcpy"),
+                (1_002_000_000, 1, 300_000, 7, "main;other"),
+            ],
+        );
+        let v = convert_with_stacks(&e, None, Some(&st));
+        assert_eq!(validate(&v), Vec::<String>::new());
+        let got = slices(&v);
+        let on = |cpu: u32| -> Vec<_> {
+            got.iter()
+                .filter(|s| s.0 == cpu_tid(cpu))
+                .map(|s| (s.1.as_str(), s.2, s.3, s.4))
+                .collect()
+        };
+        assert_eq!(
+            on(0),
+            vec![
+                ("spin", 1_001_000.0, 1_000.0, 40),
+                ("memcpy", 1_002_000.0, 500.0, 20)
+            ]
+        );
+        assert_eq!(on(1), vec![("other", 1_001_700.0, 300.0, 7)]);
+        // cycles: one sampling period (1 ms at 1000 Hz), the period being no time.
+        let cyc = stacks("cycles", &[(1_002_000_000, 0, 3_000_000_000, 5, "f")]);
+        let v = convert_with_stacks(&e, None, Some(&cyc));
+        assert_eq!(
+            slices(&v),
+            vec![(cpu_tid(0), "f".into(), 1_001_000.0, 1_000.0, 5)]
+        );
+        // Without stacks the trace is convert's.
+        assert_eq!(convert_with_stacks(&e, None, None), convert(&e, None));
     }
 }

@@ -4,9 +4,14 @@
 //! Parquet), [`EventsFile`] the events file written beside it (`<stem>.events.csv`), and
 //! [`chrome`] turns both into the Chrome JSON trace format, which Perfetto UI and
 //! `chrome://tracing` open. Both files carry CLOCK_MONOTONIC nanoseconds, so they
-//! share one timeline without any alignment step.
+//! share one timeline without any alignment step. [`StacksFile`] reads the stack
+//! samples `quietwatt profile --record` writes beside its energy file
+//! (`<stem>.stacks.csv`), which [`chrome`] puts on per-CPU tracks.
 
 pub mod chrome;
+pub mod stacks;
+
+pub use stacks::{StackRow, StacksFile};
 
 use crate::summary::EnergyPerEvent;
 use crate::Event;
