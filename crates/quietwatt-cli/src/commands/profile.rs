@@ -84,6 +84,12 @@ pub struct Args {
     /// Perfetto).
     #[arg(long, value_name = "FILE.csv")]
     record: Option<PathBuf>,
+    /// Each package's idle power in watts, set apart before the split and shared
+    /// among the stacks by CPU time over the package's capacity (the rest, idle
+    /// CPUs' share, stays unattributed), or `fit` to fit it as the profile runs
+    /// (default: none, every joule is split as the stacks' dynamic energy).
+    #[arg(long = "idle-watts", value_name = "W|fit", value_parser = super::attribute::parse_idle)]
+    idle_watts: Option<quietwatt_attribution::IdlePower>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -174,6 +180,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let (output, format) = (args.output(), args.format()?);
     let mut run = ProfileRun::new(env.root.clone());
     run.mechanism = args.mechanism;
+    run.idle = args
+        .idle_watts
+        .unwrap_or(quietwatt_attribution::IdlePower::None);
     run.sampler = Options {
         frequency_hz: args.freq,
         kernel: !args.user_only,
@@ -412,6 +421,13 @@ fn summary(
         joules(doc.attributed_uj),
         share(doc.attributed_uj, measured)
     );
+    if args.idle_watts.is_some() {
+        eprintln!(
+            "  idle part    {} J of it ({}), shared by CPU time over the package's capacity",
+            joules(doc.idle_uj),
+            doc.idle_power
+        );
+    }
     // System-wide, cpu-clock samples the idle task too: its stacks take the idle
     // energy, and only intervals with no sample at all stay unattributed.
     let why = if o.status.is_some() {

@@ -1,5 +1,6 @@
-//! `quietwatt profile`'s edges (issue 25, item 9): code built without frame
-//! pointers is named as such, with how to rebuild it.
+//! `quietwatt profile`'s edges (issue 25, items 2 and 9): code built without
+//! frame pointers is named as such, with how to rebuild it; an idle power set
+//! apart is the configured watts over the profile and the split stays exact.
 
 use crate::common;
 use crate::profile::{profiled, u};
@@ -108,4 +109,62 @@ fn code_without_frame_pointers_is_named_with_how_to_rebuild_it() {
             );
         }
     }
+}
+
+/// `--idle-watts 10` under the load-following emulator (10 W idle plus 5 W per
+/// busy CPU): the idle part is 10 W over the profile's measured span, labelled
+/// configured, and the
+/// folded stacks still add up to the measured package energy exactly.
+#[test]
+fn a_configured_idle_power_is_set_apart_and_the_split_stays_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = common::mount_following();
+    let out = dir.path().join("idle.folded");
+    let exe = build(dir.path(), true);
+    let doc = profiled(
+        m.root(),
+        &[
+            "--idle-watts",
+            "10",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        doc["idle_power"]
+            .as_str()
+            .unwrap()
+            .starts_with("configured: 10 W"),
+        "{doc}"
+    );
+    let idle_j = u(&doc, "idle_uj") as f64 / 1e6;
+    // The measured span: the package's energy over its mean power (the
+    // intervals' count would miss the ticks a busy host merges).
+    let package = doc["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == "package")
+        .expect("a package domain");
+    let span_s = package["energy_j"].as_f64().unwrap() / package["mean_power_w"].as_f64().unwrap();
+    let truth = 10.0 * span_s;
+    assert!(
+        (idle_j - truth).abs() <= 0.05 + 0.1 * truth,
+        "idle part {idle_j} J against 10 W over {span_s} s"
+    );
+    let lines = crate::profile::folded(&out);
+    assert_eq!(
+        lines.iter().map(|l| l.1).sum::<u64>(),
+        u(&doc, "package_uj")
+    );
+    // A bad value is refused before anything runs.
+    let o = common::quietwatt(m.root(), &["profile", "--idle-watts", "hot", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("idle power in watts"),
+        "{}",
+        common::stderr(&o)
+    );
 }
