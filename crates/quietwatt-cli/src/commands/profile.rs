@@ -239,17 +239,24 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             },
         ),
     }
-    .and_then(|()| std::fs::write(&output, &file));
-    if let Err(e) = written {
-        return Err(Failure::new(
-            OUTPUT,
-            format!("cannot write -o {}: {e}", output.display()),
-        ));
-    }
-    if let Some(path) = &args.record {
-        write_timeline(env, path, &outcome, &mut symbols)?;
-    }
-    summary(env, &args, &outcome, &named, &output, format);
+    .and_then(|()| write_whole(&output, &file))
+    .map_err(|e| cannot_write("-o", &output, &e));
+    let recorded = match &args.record {
+        Some(path) => write_timeline(env, path, &outcome, &mut symbols),
+        None => Ok(()),
+    };
+    // The figures are measured whatever the disk said: printed before the failure.
+    summary(
+        env,
+        &args,
+        &outcome,
+        &named,
+        &output,
+        format,
+        written.is_ok(),
+    );
+    written?;
+    recorded?;
     Ok(match outcome.status {
         Some(s) => ExitCode::from(super::exit_code(s).clamp(0, 255) as u8),
         None if crate::signals::STOP.load(std::sync::atomic::Ordering::Relaxed) => {
@@ -309,14 +316,50 @@ fn write_timeline(
     quietwatt_profile::write_stacks_csv(&mut samples, o, symbols, &meta)
         .expect("writing to memory cannot fail");
     for (p, bytes) in [(path, &energy), (stacks.as_path(), &samples)] {
-        std::fs::write(p, bytes).map_err(|e| {
-            Failure::new(
-                OUTPUT,
-                format!("cannot write --record's {}: {e}", p.display()),
-            )
-        })?;
+        write_whole(p, bytes).map_err(|e| cannot_write("--record", p, &e))?;
     }
     Ok(())
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a temporary file beside
+/// it, renamed over it once complete, so that a full disk or a signal never
+/// leaves a cut file at `path` (a file already there stays as it was).
+fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".quietwatt-profile-")
+        // As a plain create would leave it (tempfile's own is 0600).
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A write of `flag`'s `path` that failed, for a person: a full disk names the
+/// fix, and nothing cut was left at the path.
+fn cannot_write(flag: &str, path: &std::path::Path, e: &std::io::Error) -> Failure {
+    // The temporary file's error carries its own path: the kind is what counts.
+    let full = e.kind() == std::io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+    let why = if full {
+        format!(
+            "the disk is full (no space left on device); nothing was left at {0} (a file already there is unchanged). The summary above holds the figures. Free space on that filesystem, or give {flag} a path on another one",
+            path.display()
+        )
+    } else {
+        e.to_string()
+    };
+    Failure::new(
+        OUTPUT,
+        format!("cannot write {flag} {}: {why}", path.display()),
+    )
 }
 
 /// Joules from µJ, as the summary writes them.
@@ -372,6 +415,7 @@ fn summary(
     named: &NamedStacks,
     output: &std::path::Path,
     format: Format,
+    written: bool,
 ) {
     // One document: what --json prints, and what the words below say.
     let doc = ProfileDocument::new(
@@ -461,7 +505,9 @@ fn summary(
             );
         }
     }
-    eprintln!("  wrote {} ({})", output.display(), format.name());
+    if written {
+        eprintln!("  wrote {} ({})", output.display(), format.name());
+    }
 }
 
 #[cfg(test)]

@@ -168,3 +168,47 @@ fn a_configured_idle_power_is_set_apart_and_the_split_stays_exact() {
         common::stderr(&o)
     );
 }
+
+/// `-o` on a filesystem too small for the flame graph: exit 74 naming the path,
+/// the full disk and the fix; the summary is still printed (the figures were
+/// measured); nothing cut is left at the path, and a file already there is
+/// unchanged.
+#[test]
+fn a_full_disk_leaves_the_output_whole_or_untouched_and_the_summary_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = common::mount(quietwatt_emulator::EmulatorConfig::default());
+    let exe = build(dir.path(), true);
+    let small = common::SmallFs::new("16k");
+    let out = small.path().join("p.svg");
+    std::fs::write(&out, "an earlier profile\n").unwrap();
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "profile",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(74), "{err}");
+    for part in [
+        "disk is full",
+        "p.svg",
+        "Free space",
+        "top functions by self energy",
+    ] {
+        assert!(err.contains(part), "no {part:?} in:\n{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "an earlier profile\n"
+    );
+    let left: Vec<_> = std::fs::read_dir(small.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["p.svg"], "a temporary file was left behind");
+    assert!(!err.contains("wrote "), "{err}");
+}
