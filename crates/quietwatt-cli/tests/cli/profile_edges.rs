@@ -212,3 +212,68 @@ fn a_full_disk_leaves_the_output_whole_or_untouched_and_the_summary_printed() {
     assert_eq!(left, ["p.svg"], "a temporary file was left behind");
     assert!(!err.contains("wrote "), "{err}");
 }
+
+/// `quietwatt profile` as an unprivileged user (`nobody`), against an emulator
+/// whose counters everyone may read, so that only perf_event's permission is
+/// in question. What it may do depends on this machine's
+/// `kernel.perf_event_paranoid`, read here as the independent answer: the whole
+/// machine (`-a`) needs it at most 0, a command's kernel stacks at most 1, its
+/// user stacks (`--user-only`) at most 2. Each refusal exits 69 naming the
+/// sysctl and CAP_PERFMON; each allowed profile succeeds.
+#[test]
+fn an_unprivileged_user_is_refused_what_perf_event_paranoid_forbids_with_the_fix() {
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .expect("perf_event_paranoid")
+        .trim()
+        .parse()
+        .unwrap();
+    let mut config = quietwatt_emulator::EmulatorConfig::default();
+    config.enforce_permissions = false;
+    let m = common::mount(config);
+    // The binary and a writable directory where nobody can reach them.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("quietwatt");
+    std::fs::copy(env!("CARGO_BIN_EXE_quietwatt"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (p, mode) in [(dir.path(), 0o777), (bin.as_path(), 0o755)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let out = dir.path().join("p.folded");
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .arg("--root")
+            .arg(m.root())
+            .args(["profile", "-o", out.to_str().unwrap()])
+            .args(args)
+            .output()
+            .expect("setpriv (util-linux) runs the test as nobody")
+    };
+    let cases: [(&[&str], i32, &str); 3] = [
+        (&["-a", "--duration", "0.2"], 0, "the whole machine"),
+        (&["--", "true"], 1, "a command with kernel stacks"),
+        (&["--user-only", "--", "true"], 2, "a command's user stacks"),
+    ];
+    for (args, most, what) in cases {
+        let o = as_nobody(args);
+        let err = common::stderr(&o);
+        eprintln!(
+            "perf_event_paranoid {paranoid}, {what}: exit {:?}",
+            o.status.code()
+        );
+        if paranoid <= most {
+            assert!(o.status.success(), "{what} at paranoid {paranoid}: {err}");
+        } else {
+            assert_eq!(
+                o.status.code(),
+                Some(69),
+                "{what} at paranoid {paranoid}: {err}"
+            );
+            assert!(
+                err.contains("perf_event_paranoid") && err.contains("CAP_PERFMON"),
+                "{what}: no fix in {err}"
+            );
+        }
+    }
+}
