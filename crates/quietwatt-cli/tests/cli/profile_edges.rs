@@ -227,9 +227,10 @@ fn an_unprivileged_user_is_refused_what_perf_event_paranoid_forbids_with_the_fix
         .trim()
         .parse()
         .unwrap();
-    let mut config = quietwatt_emulator::EmulatorConfig::default();
-    config.enforce_permissions = false;
-    let m = common::mount(config);
+    let m = common::mount(quietwatt_emulator::EmulatorConfig {
+        enforce_permissions: false,
+        ..Default::default()
+    });
     // The binary and a writable directory where nobody can reach them.
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("quietwatt");
