@@ -191,6 +191,54 @@ pub struct FunctionEnergy {
     pub self_samples: u64,
 }
 
+/// Renders `named` as `format` (the flame graph with `title` and `subtitle`;
+/// pprof with `header`) and writes it to `path` whole or not at all
+/// ([`write_whole`]): what `quietwatt profile -o` and Python's
+/// `quietwatt.profile(path)` write.
+pub fn write_output(
+    path: &Path,
+    format: Format,
+    named: &NamedStacks,
+    title: &str,
+    subtitle: &str,
+    header: &crate::PprofHeader,
+) -> io::Result<()> {
+    let mut bytes = Vec::new();
+    match format {
+        Format::Folded => named.write_folded(&mut bytes),
+        Format::Svg => named.write_svg(&mut bytes, title, subtitle),
+        Format::Pprof => crate::write_pprof(&mut bytes, named, header),
+    }?;
+    write_whole(path, &bytes)
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a temporary file beside
+/// it, renamed over it once complete, so that a full disk or a signal never
+/// leaves a cut file at `path` (a file already there stays as it was).
+pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".quietwatt-profile-")
+        // As a plain create would leave it (tempfile's own is 0600).
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Whether a write failed because the disk (or the user's quota) is full: the
+/// temporary file's error carries its own path, so the kind is what counts.
+pub fn is_disk_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

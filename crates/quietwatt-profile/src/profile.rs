@@ -58,6 +58,15 @@ pub enum Workload {
         /// How long.
         duration: Duration,
     },
+    /// A running process (its threads, and those and the processes they start
+    /// afterwards: [`Target::Process`]) until [`Hooks::stop`] rises: how a
+    /// program profiles itself (Python's `quietwatt.profile()`). Its own
+    /// profiling threads (the drain, the energy sampler) are sampled too: what
+    /// profiling costs, shown as it is.
+    Process {
+        /// Its pid.
+        pid: i32,
+    },
 }
 
 /// How to profile: where the energy is read, how often stacks are sampled.
@@ -187,6 +196,37 @@ pub struct ProfileOutcome {
 }
 
 impl ProfileOutcome {
+    /// The flame graph's title: the total and how it was measured and sampled.
+    pub fn title(&self) -> String {
+        format!(
+            "energy: {:.3} J package ({}), {} @ {} Hz",
+            self.package_total_uj() as f64 / 1e6,
+            self.mechanism,
+            self.event.event.name(),
+            self.frequency_hz
+        )
+    }
+
+    /// What the flame graph says under its title: `what` was profiled, what was
+    /// attributed, DRAM beside, and `EMULATED RAPL` when the counters were the
+    /// emulator's.
+    pub fn subtitle(&self, what: &str, emulated: bool) -> String {
+        let joules = |uj: u64| format!("{:.6}", uj as f64 / 1e6);
+        let un = self.energy.unattributed.total_uj();
+        let mut s = format!(
+            "{what}; {} attributed, {} J unattributed",
+            joules(self.energy.accounted_uj() - un),
+            joules(un)
+        );
+        if let Some(d) = self.dram_total_uj() {
+            s.push_str(&format!("; DRAM {} J (not split)", joules(d)));
+        }
+        if emulated {
+            s.push_str("; EMULATED RAPL");
+        }
+        s
+    }
+
     /// The measured package energy, all packages, µJ.
     pub fn package_total_uj(&self) -> u64 {
         self.package_uj.values().sum()
@@ -222,6 +262,7 @@ pub fn run_profile(
     let target = match workload {
         Workload::Command(_) => Target::Spawned,
         Workload::SystemWide { .. } => Target::System,
+        Workload::Process { pid } => Target::Process { pid },
     };
     let mut profiler = Profiler::open(Options {
         target,
@@ -263,9 +304,15 @@ pub fn run_profile(
             })?;
             Some(status)
         }
-        Workload::SystemWide { duration } => {
+        Workload::SystemWide { .. } | Workload::Process { .. } => {
             profiler.start()?;
-            let end = started + duration;
+            // A process is profiled until the stop flag rises (without one: a
+            // day, the longest an unbounded profile is worth keeping in memory).
+            let end = started
+                + match workload {
+                    Workload::SystemWide { duration } => duration,
+                    _ => Duration::from_secs(86_400),
+                };
             let stopped = || hooks.stop.is_some_and(|s| s.load(Ordering::Relaxed));
             loop {
                 let now = Instant::now();

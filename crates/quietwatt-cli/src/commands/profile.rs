@@ -223,23 +223,21 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         },
     );
     let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut symbols, true);
-    let title = title(&outcome);
-    let subtitle = subtitle(env, &args, &outcome);
-    let mut file = Vec::new();
-    let written = match format {
-        Format::Folded => named.write_folded(&mut file),
-        Format::Svg => named.write_svg(&mut file, &title, &subtitle),
-        Format::Pprof => quietwatt_profile::write_pprof(
-            &mut file,
-            &named,
-            &PprofHeader {
-                start: started,
-                duration: outcome.wall,
-                comments: vec![title.clone(), subtitle.clone()],
-            },
-        ),
-    }
-    .and_then(|()| write_whole(&output, &file))
+    let what = if args.all_cpus {
+        format!("every CPU for {:.1} s", outcome.wall.as_secs_f64())
+    } else {
+        args.command.join(" ")
+    };
+    let title = outcome.title();
+    let subtitle = outcome.subtitle(&what, env.is_emulated());
+    let header = PprofHeader {
+        start: started,
+        duration: outcome.wall,
+        comments: vec![title.clone(), subtitle.clone()],
+    };
+    let written = quietwatt_profile::output::write_output(
+        &output, format, &named, &title, &subtitle, &header,
+    )
     .map_err(|e| cannot_write("-o", &output, &e));
     let recorded = match &args.record {
         Some(path) => write_timeline(env, path, &outcome, &mut symbols),
@@ -316,39 +314,16 @@ fn write_timeline(
     quietwatt_profile::write_stacks_csv(&mut samples, o, symbols, &meta)
         .expect("writing to memory cannot fail");
     for (p, bytes) in [(path, &energy), (stacks.as_path(), &samples)] {
-        write_whole(p, bytes).map_err(|e| cannot_write("--record", p, &e))?;
+        quietwatt_profile::output::write_whole(p, bytes)
+            .map_err(|e| cannot_write("--record", p, &e))?;
     }
-    Ok(())
-}
-
-/// Writes `bytes` to `path` whole or not at all: into a temporary file beside
-/// it, renamed over it once complete, so that a full disk or a signal never
-/// leaves a cut file at `path` (a file already there stays as it was).
-fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    use std::os::unix::fs::PermissionsExt;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".quietwatt-profile-")
-        // As a plain create would leave it (tempfile's own is 0600).
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
 /// A write of `flag`'s `path` that failed, for a person: a full disk names the
 /// fix, and nothing cut was left at the path.
 fn cannot_write(flag: &str, path: &std::path::Path, e: &std::io::Error) -> Failure {
-    // The temporary file's error carries its own path: the kind is what counts.
-    let full = e.kind() == std::io::ErrorKind::StorageFull
-        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-    let why = if full {
+    let why = if quietwatt_profile::output::is_disk_full(e) {
         format!(
             "the disk is full (no space left on device); nothing was left at {0} (a file already there is unchanged). The summary above holds the figures. Free space on that filesystem, or give {flag} a path on another one",
             path.display()
@@ -373,38 +348,6 @@ fn share(part: u64, whole: u64) -> f64 {
     } else {
         100.0 * part as f64 / whole as f64
     }
-}
-
-/// The flame graph's title: the total and how it was measured and sampled.
-fn title(o: &ProfileOutcome) -> String {
-    format!(
-        "energy: {:.3} J package ({}), {} @ {} Hz",
-        o.package_total_uj() as f64 / 1e6,
-        o.mechanism,
-        o.event.event.name(),
-        o.frequency_hz
-    )
-}
-
-/// What the flame graph says under its title: the workload, DRAM, the emulator.
-fn subtitle(env: &Environment, args: &Args, o: &ProfileOutcome) -> String {
-    let what = if args.all_cpus {
-        format!("every CPU for {:.1} s", o.wall.as_secs_f64())
-    } else {
-        args.command.join(" ")
-    };
-    let mut s = format!(
-        "{what}; {} attributed, {} J unattributed",
-        joules(o.energy.accounted_uj() - o.energy.unattributed.total_uj()),
-        joules(o.energy.unattributed.total_uj())
-    );
-    if let Some(d) = o.dram_total_uj() {
-        s.push_str(&format!("; DRAM {} J (not split)", joules(d)));
-    }
-    if env.is_emulated() {
-        s.push_str("; EMULATED RAPL");
-    }
-    s
 }
 
 /// The terminal summary (stderr), or the JSON object (stdout).
