@@ -20,6 +20,9 @@
 
     qw.doctor()                        # why RAPL can or cannot be read here
     qw.record("energy.csv", 10)        # `quietwatt record` from Python: the file and its summary
+    with qw.profile("hot.svg") as p:   # energy per call stack of this process
+        work()
+    p.top                              # the top functions by self energy, as a DataFrame
     qw.read_recording("energy.csv")    # a `quietwatt record` file as a DataFrame
 
     with qw.Emulator(watts={"package": 20}) as emu:   # a machine with a known truth
@@ -49,6 +52,7 @@ from ._env import ROOT_ENV
 from ._info import doctor, domains
 from ._measure import MeasuredFunction, measure, measure_calls, measure_energy, print_measurement
 from ._monitor import Monitor
+from ._profile import profile
 from ._recording import read_recording, record
 from ._schema import SCHEMA
 from ._results import MAX_PLAUSIBLE_POWER_W, DomainEnergy, Measurement
@@ -62,6 +66,7 @@ __all__ = [
     "MeasuredFunction",
     "MAX_PLAUSIBLE_POWER_W",
     "Monitor",
+    "profile",
     "compare",
     "compare_runs",
     "Comparison",

@@ -38,6 +38,21 @@ class Share:
     def __init__(self, root: str, scope: str, idle_watts: Optional[float] = None) -> None: ...
     def finish(self, report_json: str, t0_ns: int, t1_ns: int) -> str: ...
 
+class Profiler:
+    def __init__(
+        self,
+        root: str,
+        freq: int = 997,
+        mechanism: Optional[str] = None,
+        idle_watts: Optional[str] = None,
+        output: Optional[str] = None,
+        format: Optional[str] = None,
+        lines: bool = False,
+        kernel: bool = True,
+        emulated: bool = False,
+    ) -> None: ...
+    def stop(self) -> str: ...
+
 class BuiltInEmulator:
     def __init__(self) -> None: ...
     @property

@@ -75,6 +75,20 @@ impl Line {
 }
 
 impl IdlePower {
+    /// A package's idle power as a person writes it: watts (`10`, `10W`, 0 to
+    /// 10 000), or `fit`; the error says what to give.
+    pub fn parse(s: &str) -> Result<IdlePower, String> {
+        if s.eq_ignore_ascii_case("fit") {
+            return Ok(IdlePower::Fitted);
+        }
+        match s.trim_end_matches(['W', 'w']).parse::<f64>() {
+            Ok(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => Ok(IdlePower::Configured(w)),
+            _ => Err(format!(
+                "'{s}': give the package's idle power in watts (0 to 10000), or `fit`"
+            )),
+        }
+    }
+
     /// µW, or 0 without a model.
     pub fn microwatts(self) -> u64 {
         match self {

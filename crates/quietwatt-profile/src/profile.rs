@@ -111,6 +111,9 @@ pub struct Hooks<'a> {
     /// Raised (by a signal handler): a system-wide profile ends early. A command
     /// runs to its end (signal it instead).
     pub stop: Option<&'a AtomicBool>,
+    /// Called once the stacks are being sampled (the command spawned, the
+    /// events enabled): a caller profiling its own process starts its work then.
+    pub ready: &'a mut dyn FnMut(),
 }
 
 impl std::fmt::Debug for Hooks<'_> {
@@ -293,6 +296,7 @@ pub fn run_profile(
                 .spawn()
                 .map_err(|source| RunError::Spawn { program, source })?;
             (hooks.child)(ChildEvent::Spawned(child.id()));
+            (hooks.ready)();
             while !exited(child.id()) {
                 std::thread::sleep(DRAIN_EVERY);
                 drain(&mut profiler, &mut table, &mut samples, &mut rows);
@@ -306,6 +310,7 @@ pub fn run_profile(
         }
         Workload::SystemWide { .. } | Workload::Process { .. } => {
             profiler.start()?;
+            (hooks.ready)();
             // A process is profiled until the stop flag rises (without one: a
             // day, the longest an unbounded profile is worth keeping in memory).
             let end = started

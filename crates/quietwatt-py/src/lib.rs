@@ -21,6 +21,7 @@ mod cli;
 mod emulator;
 mod errors;
 mod info;
+mod profile;
 mod recording;
 mod session;
 mod share;
@@ -35,6 +36,7 @@ fn _quietwatt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<emulator::Emulator>()?;
     m.add_class::<emulator::BuiltInEmulator>()?;
     m.add_class::<share::Share>()?;
+    m.add_class::<profile::Profiler>()?;
     m.add_function(wrap_pyfunction!(info::doctor_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::domains_json, m)?)?;
     m.add_function(wrap_pyfunction!(info::can_measure, m)?)?;

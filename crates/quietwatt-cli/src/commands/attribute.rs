@@ -64,15 +64,7 @@ pub struct RunArgs {
 
 /// Parses `--idle-watts`: watts (0 to 10000), or `fit`.
 pub fn parse_idle(s: &str) -> Result<IdlePower, String> {
-    if s.eq_ignore_ascii_case("fit") {
-        return Ok(IdlePower::Fitted);
-    }
-    match s.trim_end_matches(['W', 'w']).parse::<f64>() {
-        Ok(w) if w.is_finite() && (0.0..=10_000.0).contains(&w) => Ok(IdlePower::Configured(w)),
-        _ => Err(format!(
-            "'{s}': give the package's idle power in watts (0 to 10000), or `fit`"
-        )),
-    }
+    IdlePower::parse(s)
 }
 
 fn idle(w: Option<IdlePower>) -> IdlePower {

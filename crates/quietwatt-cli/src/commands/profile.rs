@@ -212,6 +212,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             child: &mut child,
             process_seen: &mut seen,
             stop: Some(&crate::signals::STOP),
+            ready: &mut || {},
         };
         quietwatt_profile::run_profile(&run, workload, &mut hooks).map_err(failure)?
     };
