@@ -138,6 +138,10 @@ pub struct CompareDocument<'a> {
     /// Set when a signal cut the series short.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<Stopped>,
+    /// `--profile`: each function's change of self energy from the reference to
+    /// the other command, most significant first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub functions: Option<&'a [crate::profiled::FunctionChange]>,
 }
 
 impl<'a> CompareDocument<'a> {
@@ -164,6 +168,7 @@ impl<'a> CompareDocument<'a> {
             prepare,
             context,
             interrupted: stopped(c, exit_status),
+            functions: None,
         }
     }
 }

@@ -80,7 +80,7 @@ impl Invocation {
         }
     }
 
-    fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut c = Command::new(&self.program);
         c.args(&self.args);
         if self.quiet {
@@ -100,6 +100,10 @@ pub enum ExecError {
     /// A reading failed mid-run: the run's figures are partial.
     #[error("a run's measurement stopped early: {0}")]
     Stopped(quietwatt::Error),
+    /// A profiled run (`compare --profile`) failed: no energy, perf_event
+    /// refused (with its fix), the command not started.
+    #[error("{0}")]
+    Profile(String),
     /// The scheduler asked for a command the executor was not given.
     #[error("no command #{}: the executor was given fewer", .0 + 1)]
     NoCommand(usize),
@@ -209,9 +213,15 @@ impl Executor for MeterExecutor<'_> {
         if let Some(e) = m.error {
             return Err(ExecError::Stopped(e));
         }
-        let r = &m.measurement.energy;
-        Ok(Run {
-            exit_code: exit_code(m.status),
+        Ok(Run::of_energy(exit_code(m.status), &m.measurement.energy))
+    }
+}
+
+impl Run {
+    /// A run that exited with `exit_code`, its figures `r`.
+    pub fn of_energy(exit_code: i32, r: &quietwatt::meter::EnergyReport) -> Run {
+        Run {
+            exit_code,
             duration_s: r.duration_s,
             total_energy_j: r
                 .total_energy_j
@@ -232,7 +242,7 @@ impl Executor for MeterExecutor<'_> {
                 })
                 .collect(),
             warnings: r.warnings.iter().map(ToString::to_string).collect(),
-        })
+        }
     }
 }
 

@@ -17,6 +17,9 @@
 //!   test, a verdict), and the CI gate (`--fail-if-more-than`).
 //! - [`document`]: the typed, schema-stamped JSON documents of a series
 //!   ([`document::RepeatDocument`], [`document::CompareDocument`]).
+//! - [`profiled`]: `compare --profile`: each run profiled ([`profiled::ProfileExecutor`]),
+//!   each function's change of self energy with its interval and Holm-adjusted
+//!   significance ([`profiled::function_changes`]), a differential energy flame graph.
 //! - [`export`]: what every export writes from that one result: the Markdown table
 //!   (with the verdicts), the CSV of runs, hyperfine's summary line, the per-run line.
 //!
@@ -49,6 +52,7 @@
 pub mod document;
 pub mod executor;
 pub mod export;
+pub mod profiled;
 pub mod result;
 pub mod schedule;
 

@@ -17,6 +17,9 @@ use crate::emulated::Environment;
 use crate::exit::Failure;
 use quietwatt_compare::document::CompareDocument;
 use quietwatt_compare::executor::Invocation;
+use quietwatt_compare::profiled::{
+    differential_folded, function_changes, write_differential_svg, FunctionChange, ProfileExecutor,
+};
 use quietwatt_compare::result::GateRule;
 use quietwatt_compare::Plan;
 use std::path::PathBuf;
@@ -92,6 +95,20 @@ pub struct Args {
     /// always runs first).
     #[arg(long, default_value_t = 0x5eed_0c0d, value_name = "N")]
     seed: u64,
+    /// Profile every run (call stacks sampled on the energy clock, user space)
+    /// and say which function's energy changed from the reference to the other
+    /// command, with intervals from the runs: a table and a differential energy
+    /// flame graph (--profile-output). Two commands.
+    #[arg(long)]
+    profile: bool,
+    /// With --profile: the differential energy flame graph (SVG).
+    #[arg(
+        long,
+        value_name = "FILE.svg",
+        default_value = "compare-profile.svg",
+        requires = "profile"
+    )]
+    profile_output: PathBuf,
     /// The commands, each one shell string: 'sleep 0.1' 'sleep 0.3'.
     #[arg(required = true, value_name = "CMD")]
     commands: Vec<String>,
@@ -107,6 +124,24 @@ impl Args {
             ));
         }
         self.reference()?;
+        if self.profile {
+            if self.commands.len() != 2 {
+                return Err(Failure::usage(
+                    "--profile compares the functions of two commands: give exactly two",
+                ));
+            }
+            if self.prepare.is_some() {
+                return Err(Failure::usage(
+                    "--profile runs each command under the profiler alone: leave out --prepare",
+                ));
+            }
+            if self.profile_output.extension().and_then(|e| e.to_str()) != Some("svg") {
+                return Err(Failure::usage(format!(
+                    "--profile-output {}: give a file ending in .svg",
+                    self.profile_output.display()
+                )));
+            }
+        }
         if let Some(p) = &self.plot {
             if p.extension().and_then(|e| e.to_str()) != Some("svg") {
                 return Err(Failure::usage(format!(
@@ -154,6 +189,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             ("--export-csv", args.export_csv.as_deref()),
             ("--export-markdown", args.export_markdown.as_deref()),
             ("--plot", args.plot.as_deref()),
+            (
+                "--profile-output",
+                args.profile.then_some(args.profile_output.as_path()),
+            ),
         ],
     )?;
     let reference = args.reference()?;
@@ -182,15 +221,21 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         what: "bench energy",
         failed_exit: Some(COMMAND_FAILED),
     };
-    let m = super::repeat::measure(env, &series)?;
+    let (m, functions) = if args.profile {
+        let (m, f) = profiled(env, &args, &series)?;
+        (m, Some(f))
+    } else {
+        (super::repeat::measure(env, &series)?, None)
+    };
     let c = &m.comparison;
-    let doc = CompareDocument::new(
+    let mut doc = CompareDocument::new(
         c,
         &args.shell,
         args.prepare.as_deref(),
         m.context(),
         crate::signals::stopped_status(),
     );
+    doc.functions = functions.as_deref();
     let v = crate::schema::value(&doc);
     if args.json {
         println!("{}", crate::schema::to_json(&doc));
@@ -199,6 +244,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
     } else {
         super::repeat::print_text(&m);
+        if let Some(f) = &functions {
+            print_functions(&args, f);
+        }
     }
     super::repeat::export(
         &m,
@@ -214,6 +262,90 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::from(crate::signals::stopped_status()));
     }
     gate_exit(&args, &m)
+}
+
+/// `--profile`: the series measured with every run profiled, the functions'
+/// changes from the reference to the other command, the differential flame
+/// graph written.
+fn profiled(
+    env: &Environment,
+    args: &Args,
+    series: &Series<'_>,
+) -> Result<(Measured, Vec<FunctionChange>), Failure> {
+    let mut run = quietwatt_profile::ProfileRun::new(env.root.clone());
+    run.mechanism = args.meter.mechanism;
+    let probe = quietwatt::source::open(
+        &env.root,
+        args.meter.mechanism,
+        &super::selection(&args.meter.domains)?,
+    )?;
+    let mechanism_name = probe.label();
+    drop(probe);
+    crate::signals::install();
+    let mut executor = ProfileExecutor::new(
+        run,
+        series.invocations.clone(),
+        crate::signals::forward_to_command,
+    );
+    let rate = quietwatt::Rate::Fixed(quietwatt::Hertz::clamped(
+        quietwatt_profile::profile::ENERGY_HZ,
+    ));
+    let m = super::repeat::measure_with(env, series, &mut executor, mechanism_name, rate)?;
+    let (a, b) = (series.reference, 1 - series.reference);
+    let (pa, pb) = (&executor.profiles[a], &executor.profiles[b]);
+    let changes = function_changes(pa, pb);
+    let folded = differential_folded(pa, pb, &changes);
+    let title = format!(
+        "energy change per function: '{}' against '{}'",
+        args.commands[b], args.commands[a]
+    );
+    let changed = changes.iter().filter(|c| c.significant).count();
+    let subtitle = format!(
+        "widths: the second's mean µJ over {} runs; coloured: the {changed} function(s) changed significantly (Welch, Holm-adjusted p < 0.05), the rest drawn unchanged{}",
+        pb.len(),
+        if env.is_emulated() { "; EMULATED RAPL" } else { "" }
+    );
+    let mut svg = Vec::new();
+    write_differential_svg(&mut svg, &folded, &title, &subtitle)
+        .and_then(|()| quietwatt_profile::output::write_whole(&args.profile_output, &svg))
+        .map_err(|e| {
+            Failure::new(
+                crate::exit::OUTPUT,
+                format!(
+                    "cannot write --profile-output {}: {e}",
+                    args.profile_output.display()
+                ),
+            )
+        })?;
+    Ok((m, changes))
+}
+
+/// `--profile`'s table: the functions whose self energy changed most.
+fn print_functions(args: &Args, changes: &[FunctionChange]) {
+    eprintln!();
+    eprintln!("Functions by change of self energy (second command minus the reference, mean over the runs, Welch 95 % interval; * significant after Holm over {} functions):", changes.len());
+    eprintln!(
+        "  {:>12}  {:>27}  {:>8}  function",
+        "change J", "95 % interval J", "p (Holm)"
+    );
+    for c in changes.iter().take(10) {
+        eprintln!(
+            "  {:>+12.6}  {:>27}  {:>8.4}{} {}",
+            c.change_uj / 1e6,
+            format!(
+                "[{:+.6}, {:+.6}]",
+                c.change_95_uj[0] / 1e6,
+                c.change_95_uj[1] / 1e6
+            ),
+            c.p_holm,
+            if c.significant { "*" } else { " " },
+            c.function
+        );
+    }
+    eprintln!(
+        "  wrote the differential energy flame graph to {}",
+        args.profile_output.display()
+    );
 }
 
 /// The gate's exit code, with its words on stderr.

@@ -16,7 +16,9 @@ use quietwatt::{source, FreqArg, Mechanism, Meter, Rate};
 use quietwatt_compare::document::{RepeatDocument, SeriesContext};
 use quietwatt_compare::executor::{ExecError, Invocation};
 use quietwatt_compare::result::{GateRule, UNCERTAINTY_METHOD};
-use quietwatt_compare::{export, schedule, Comparison, Event, MeterExecutor, Plan, ScheduleError};
+use quietwatt_compare::{
+    export, schedule, Comparison, Event, Executor, MeterExecutor, Plan, ScheduleError,
+};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -115,10 +117,22 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
         crate::signals::forward_to_command,
     )
     .with_prepare(s.shell, s.prepare);
+    measure_with(env, s, &mut executor, mechanism_name, rate)
+}
+
+/// Measures the series with `executor` (the meter's, or `compare --profile`'s),
+/// read through `mechanism_name` at `rate`.
+pub fn measure_with<E: Executor<Error = ExecError>>(
+    env: &Environment,
+    s: &Series<'_>,
+    executor: &mut E,
+    mechanism_name: &'static str,
+    rate: Rate,
+) -> Result<Measured, Failure> {
     let k = s.shown.len();
     let runs = s.plan.runs;
     let bar = super::exports::progress(u64::from(runs) * k as u64, s.json);
-    let outcome = schedule(&mut executor, k, &s.plan, &mut stopped, &mut |e| match e {
+    let outcome = schedule(executor, k, &s.plan, &mut stopped, &mut |e| match e {
         Event::Starting { command, round } if k > 1 => {
             bar.set_message(format!("round {round}/{runs}: #{}", command + 1));
         }
@@ -180,6 +194,7 @@ fn failure(s: &Series<'_>, e: ScheduleError<ExecError>) -> Failure {
             MEASUREMENT,
             format!("a run's measurement stopped early: {e}; no summary of partial runs"),
         ),
+        ScheduleError::Executor(ExecError::Profile(e)) => Failure::new(MEASUREMENT, e),
         ScheduleError::Executor(ExecError::Prepare { command, code }) => Failure::new(
             code.clamp(1, 255) as u8,
             format!("--prepare '{command}' exited with code {code}: fix it or leave it out"),

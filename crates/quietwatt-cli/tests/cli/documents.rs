@@ -79,7 +79,7 @@ fn check(s: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
 }
 
 /// Panics with every place where `doc` breaks the schema of `kind`.
-fn validate(kind: &str, doc: &Value) {
+pub(crate) fn validate(kind: &str, doc: &Value) {
     let mut errors = Vec::new();
     check(&schema(kind), doc, kind, &mut errors);
     assert!(errors.is_empty(), "{}\n{doc}", errors.join("\n"));

@@ -11,6 +11,7 @@ mod auto_rate;
 mod bad_input;
 mod bench_sampler;
 mod cli_habits;
+mod compare_profile;
 mod documents;
 mod edges;
 mod emulate_cli;

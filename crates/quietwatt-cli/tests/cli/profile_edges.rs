@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A hot path three calls deep (`outer` → `middle` → `leaf`), each kept out of
-/// line, spinning about a second.
+/// line.
 const DEEP_RS: &str = r#"
 #[inline(never)]
 fn leaf(n: u64) -> u64 {
@@ -35,10 +35,11 @@ fn outer(n: u64) -> u64 {
     s
 }
 fn main() {
-    let start = std::time::Instant::now();
+    // A fixed amount of work (about half a second of CPU), not of wall time:
+    // cpu-clock samples CPU time, so a busy machine gives as many samples.
     let mut s = 0;
-    while start.elapsed().as_millis() < 800 {
-        s ^= outer(std::hint::black_box(200_000));
+    for _ in 0..std::hint::black_box(5) {
+        s ^= outer(std::hint::black_box(1_000_000));
     }
     println!("{s}");
 }
@@ -112,15 +113,15 @@ fn code_without_frame_pointers_is_named_with_how_to_rebuild_it() {
 }
 
 /// `--idle-watts 10` under the load-following emulator (10 W idle plus 5 W per
-/// busy CPU): the idle part is 10 W over the profile's measured span, labelled
-/// configured, and the
+/// busy CPU), the whole machine for a second (so that every interval has
+/// samples, the idle task's or a busy machine's other load): the idle part is
+/// 10 W over the profile's measured span, labelled configured, and the
 /// folded stacks still add up to the measured package energy exactly.
 #[test]
 fn a_configured_idle_power_is_set_apart_and_the_split_stays_exact() {
     let dir = tempfile::tempdir().unwrap();
     let m = common::mount_following();
     let out = dir.path().join("idle.folded");
-    let exe = build(dir.path(), true);
     let doc = profiled(
         m.root(),
         &[
@@ -128,8 +129,9 @@ fn a_configured_idle_power_is_set_apart_and_the_split_stays_exact() {
             "10",
             "-o",
             out.to_str().unwrap(),
-            "--",
-            exe.to_str().unwrap(),
+            "-a",
+            "--duration",
+            "1",
         ],
     );
     assert!(
@@ -150,8 +152,12 @@ fn a_configured_idle_power_is_set_apart_and_the_split_stays_exact() {
         .expect("a package domain");
     let span_s = package["energy_j"].as_f64().unwrap() / package["mean_power_w"].as_f64().unwrap();
     let truth = 10.0 * span_s;
+    // Never more than the configured watts over the span; less only where an
+    // interval's energy was below them (an interval's idle part is at most its
+    // energy: a counter that did not move in an interval, as an emulator read
+    // late on a busy host does, lends it none), so at least half here.
     assert!(
-        (idle_j - truth).abs() <= 0.05 + 0.1 * truth,
+        idle_j <= 1.05 * truth + 0.05 && idle_j >= 0.5 * truth,
         "idle part {idle_j} J against 10 W over {span_s} s"
     );
     let lines = crate::profile::folded(&out);

@@ -10,6 +10,7 @@
 //!    function is named through the perf map `/tmp/perf-PID.map`.
 
 use crate::common;
+use crate::common::machine_busy_s;
 use crate::profile::{folded, profiled, u};
 
 use std::path::Path;
@@ -144,6 +145,7 @@ fn two_functions_in_a_known_cpu_ratio_get_their_energy_share_and_conserve_exactl
     let figures = dir.path().join("cpu.txt");
     let out = dir.path().join("truth.folded");
     let m = common::mount_following();
+    let busy_before = machine_busy_s();
     let s = profiled(
         m.root(),
         &[
@@ -191,11 +193,31 @@ fn two_functions_in_a_known_cpu_ratio_get_their_energy_share_and_conserve_exactl
         heavy_ns / 1e9,
         light_ns / 1e9
     );
-    assert!(
-        (energy_share - cpu_share).abs() <= SHARE_TOLERANCE_PP,
-        "heavy's share of the two functions' energy {energy_share:.1} % against its share of \
-         their CPU time {cpu_share:.1} % (± {SHARE_TOLERANCE_PP} points)"
+    // Other load beside the program (a busy CI machine): the split gives each
+    // interval's whole energy to the command's samples in it, so an interval
+    // where heavy runs while another process keeps the other CPU busy is all
+    // heavy's (docs: the model's limits). There the honest truth is one-sided.
+    let foreign = (machine_busy_s() - busy_before) - ns[..3].iter().sum::<f64>() / 1e9;
+    let capacity = common::cpus() as f64 * s["wall_s"].as_f64().unwrap();
+    let foreign_share = (foreign / capacity).max(0.0);
+    println!(
+        "truth: other load beside the program: {:.0} % of the CPUs",
+        100.0 * foreign_share
     );
+    if foreign_share <= 0.1 {
+        assert!(
+            (energy_share - cpu_share).abs() <= SHARE_TOLERANCE_PP,
+            "heavy's share of the two functions' energy {energy_share:.1} % against its share of \
+             their CPU time {cpu_share:.1} % (± {SHARE_TOLERANCE_PP} points)"
+        );
+    } else {
+        assert!(
+            energy_share >= cpu_share - SHARE_TOLERANCE_PP && energy_share > 50.0,
+            "with {:.0} % other load, heavy's share of the energy {energy_share:.1} % is below \
+             its share of the CPU time {cpu_share:.1} % (- {SHARE_TOLERANCE_PP} points)",
+            100.0 * foreign_share
+        );
+    }
 
     // Conservation, exact in µJ: the stacks and the [unattributed] line make up
     // the measured package energy.

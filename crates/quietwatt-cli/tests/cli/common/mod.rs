@@ -211,3 +211,26 @@ impl Drop for SmallFs {
         let _ = Command::new("umount").arg(self.0.path()).status();
     }
 }
+
+/// Seconds of CPU time every CPU of this machine spent busy so far (`/proc/stat`'s
+/// first line: all but idle and iowait, in USER_HZ ticks of 10 ms): with a
+/// process's own CPU time, how much other load ran beside it.
+pub fn machine_busy_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .expect("the cpu line")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy: f64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    busy / 100.0
+}
