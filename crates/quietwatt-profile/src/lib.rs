@@ -108,6 +108,8 @@ pub use interval::{energy_range, wilson, EnergyRange};
 pub use output::{Format, FunctionEnergy, NamedStacks};
 pub use pprof::{write_pprof, PprofHeader};
 pub use profile::{run_profile, Hooks, ProfileOutcome, ProfileRun, RunError, Workload};
+/// The idle power a profile sets apart ([`ProfileRun::idle`]), attribution's.
+pub use quietwatt_attribution::IdlePower;
 pub use sampler::{Counts, EventChoice, EventRequest, Options, Profiler, SampledEvent, Target};
 pub use split::{split_energy, EnergyInterval, IntervalSplit, StackEnergy, StackPart, StackTotal};
 pub use stack::{Stack, StackId, StackSample, StackTable};

@@ -9,9 +9,8 @@ use crate::session::parse_mechanism;
 use pyo3::prelude::*;
 use quietwatt::document::Document;
 use quietwatt::SysRoot;
-use quietwatt_attribution::IdlePower;
 use quietwatt_profile::{
-    Format, Hooks, NamedStacks, Options, PprofHeader, ProfileDocument, ProfileError,
+    Format, Hooks, IdlePower, NamedStacks, Options, PprofHeader, ProfileDocument, ProfileError,
     ProfileOutcome, ProfileRun, RunError, SymbolOptions, Symbols, Target, Workload,
 };
 use std::path::PathBuf;
