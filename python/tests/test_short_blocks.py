@@ -93,11 +93,14 @@ def test_a_known_power_limit_tightens_the_bound(slow_emu):
     for _ in range(10):
         with qw.measure(root=slow_emu.root, mechanism="powercap", max_power_w={"package": 30, "dram": 6}) as m:
             pass
-        pkg = m.domain("package")
-        if pkg.energy_j == 0:
+        # Each domain that did not move is bounded by its own limit. The emulator
+        # updates DRAM on its own schedule, so one may move while the other does not.
+        for name, watts in (("package", 30), ("dram", 6)):
+            d = m.domain(name)
+            if d.energy_j == 0:
+                assert d.uncertainty_j == pytest.approx(watts * m.duration_s + 1e-6, rel=1e-6), name
+        if m.domain("package").energy_j == 0:
             unmoved += 1
-            assert pkg.uncertainty_j == pytest.approx(30 * m.duration_s + 1e-6, rel=1e-6)
-            assert m.domain("dram").uncertainty_j == pytest.approx(6 * m.duration_s + 1e-6, rel=1e-6)
     # An empty block holds a 20 ms update rarely: the case under test happened.
     assert unmoved >= 5, unmoved
 
