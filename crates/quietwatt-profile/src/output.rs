@@ -214,9 +214,17 @@ pub fn write_output(
 
 /// Writes `bytes` to `path` whole or not at all: into a temporary file beside
 /// it, renamed over it once complete, so that a full disk or a signal never
-/// leaves a cut file at `path` (a file already there stays as it was).
+/// leaves a cut file at `path` (a file already there stays as it was). Only a
+/// regular file, or a path where nothing is yet, is replaced so: anything else
+/// (`/dev/null`, a FIFO, `/dev/stdout`, a symbolic link, which stays one) is
+/// written in place, since a rename would put a file where the device or the
+/// link was.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => return std::fs::write(path, bytes),
+        _ => {}
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -241,6 +249,34 @@ pub fn is_disk_full(e: &io::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_device_or_a_link_is_written_in_place_and_a_file_is_replaced_whole() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.svg");
+        std::fs::write(&target, "old").unwrap();
+        let link = dir.path().join("link.svg");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_whole(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        let fresh = dir.path().join("fresh.folded");
+        write_whole(&fresh, b"x 1\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "x 1\n");
+        // /dev/null stays the device (a rename over it, as root, replaced it
+        // with a regular file).
+        write_whole(Path::new("/dev/null"), b"nothing").unwrap();
+        let null = std::fs::symlink_metadata("/dev/null").unwrap();
+        assert!(
+            null.file_type().is_char_device(),
+            "/dev/null is no longer a device"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    }
+
     use super::*;
 
     fn named(text: &str) -> NamedStacks {
