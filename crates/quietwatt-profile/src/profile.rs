@@ -217,7 +217,7 @@ impl ProfileOutcome {
         let joules = |uj: u64| format!("{:.6}", uj as f64 / 1e6);
         let un = self.energy.unattributed.total_uj();
         let mut s = format!(
-            "{what}; {} attributed, {} J unattributed",
+            "{what}; {} J attributed, {} J unattributed",
             joules(self.energy.accounted_uj() - un),
             joules(un)
         );
