@@ -6,7 +6,6 @@
 
 use crate::common;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `quietwatt_cmp_steady` and `quietwatt_cmp_changed`, each about a quarter
 /// second of CPU; built with `--cfg doubled`, the changed one does twice its work.
@@ -36,34 +35,17 @@ fn main() {
 
 /// The program, with frame pointers, optimised but each function out of line.
 fn build(dir: &Path, doubled: bool) -> PathBuf {
-    let src = dir.join("cmp.rs");
-    std::fs::write(&src, PROGRAM_RS).unwrap();
-    let exe = dir.join(if doubled { "cmp-b" } else { "cmp-a" });
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let mut c = Command::new(&rustc);
-    c.args([
-        "--edition",
-        "2021",
-        "-C",
-        "opt-level=1",
-        "-C",
-        "force-frame-pointers=yes",
-    ]);
-    if doubled {
-        c.args(["--cfg", "doubled"]);
-    }
-    let o = c
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {rustc} to build the test program: {e}"));
-    assert!(
-        o.status.success(),
-        "building it failed:\n{}",
-        common::stderr(&o)
-    );
-    exe
+    let (name, cfg): (_, &[&str]) = if doubled {
+        ("cmp-b", &["--cfg", "doubled"])
+    } else {
+        ("cmp-a", &[])
+    };
+    let flags = [
+        &["-C", "opt-level=1", "-C", "force-frame-pointers=yes"][..],
+        cfg,
+    ]
+    .concat();
+    common::build_rust(dir, "cmp", name, PROGRAM_RS, &flags)
 }
 
 #[test]

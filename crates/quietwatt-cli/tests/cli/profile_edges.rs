@@ -47,31 +47,11 @@ fn main() {
 
 /// The program above, optimised, with or without frame pointers.
 fn build(dir: &Path, frame_pointers: bool) -> PathBuf {
-    let src = dir.join("deep.rs");
-    std::fs::write(&src, DEEP_RS).unwrap();
-    let exe = dir.join(if frame_pointers {
-        "deep-fp"
-    } else {
-        "deep-nofp"
-    });
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let o = Command::new(&rustc)
-        .args(["--edition", "2021", "-C", "opt-level=2", "-C"])
-        .arg(format!(
-            "force-frame-pointers={}",
-            if frame_pointers { "yes" } else { "no" }
-        ))
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {rustc} to build the test program: {e}"));
-    assert!(
-        o.status.success(),
-        "building it failed:\n{}",
-        common::stderr(&o)
-    );
-    exe
+    let (name, fp) = match frame_pointers {
+        true => ("deep-fp", "force-frame-pointers=yes"),
+        false => ("deep-nofp", "force-frame-pointers=no"),
+    };
+    common::build_rust(dir, "deep", name, DEEP_RS, &["-C", "opt-level=2", "-C", fp])
 }
 
 /// Whether the document warns that `module` has no frame pointers.

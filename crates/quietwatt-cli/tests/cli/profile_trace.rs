@@ -10,7 +10,6 @@ use crate::profile::{profiled, u};
 use quietwatt_events::trace::chrome::{validate, PID_ENERGY, PID_STACKS};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 const SPIN_RS: &str = r#"
 use std::hint::black_box;
@@ -38,24 +37,8 @@ fn main() {
 
 /// Builds the spinning program with frame pointers, in `dir`.
 fn build_spin(dir: &Path) -> std::path::PathBuf {
-    let src = dir.join("spin.rs");
-    let exe = dir.join("quietwatt-trace-spin");
-    std::fs::write(&src, SPIN_RS).unwrap();
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let o = Command::new(&rustc)
-        .args(["--edition", "2021", "-C", "opt-level=1", "-C"])
-        .arg("force-frame-pointers=yes")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {rustc} to build the spinning program: {e}"));
-    assert!(
-        o.status.success(),
-        "building the spinning program failed:\n{}",
-        common::stderr(&o)
-    );
-    exe
+    let flags = ["-C", "opt-level=1", "-C", "force-frame-pointers=yes"];
+    common::build_rust(dir, "spin", "quietwatt-trace-spin", SPIN_RS, &flags)
 }
 
 #[test]

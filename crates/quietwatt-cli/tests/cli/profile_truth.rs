@@ -14,7 +14,6 @@ use crate::common::machine_busy_s;
 use crate::profile::{folded, profiled, u};
 
 use std::path::Path;
-use std::process::Command;
 
 /// The truth program. Thread A runs `quietwatt_truth_heavy` all the time; thread
 /// B alternates `quietwatt_truth_light` and `quietwatt_truth_rest`, one chunk
@@ -93,26 +92,8 @@ fn main() {
 
 /// Builds [`TRUTH_RS`] in `dir` with frame pointers and symbols.
 fn build_truth(dir: &Path) -> std::path::PathBuf {
-    let src = dir.join("truth.rs");
-    let exe = dir.join("quietwatt-truth");
-    std::fs::write(&src, TRUTH_RS).unwrap();
-    // Cargo's toolchain builds it: `RUSTC` where cargo set it, `rustc` on PATH.
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let o = Command::new(&rustc)
-        .args(["--edition", "2021", "-C", "opt-level=1", "-C"])
-        .arg("force-frame-pointers=yes")
-        .arg("-g")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {rustc} to build the truth program: {e}"));
-    assert!(
-        o.status.success(),
-        "building the truth program failed:\n{}",
-        common::stderr(&o)
-    );
-    exe
+    let flags = ["-C", "opt-level=1", "-C", "force-frame-pointers=yes", "-g"];
+    common::build_rust(dir, "truth", "quietwatt-truth", TRUTH_RS, &flags)
 }
 
 /// µJ of the stacks that hold a frame naming `function`.
