@@ -25,8 +25,9 @@
 
 use crate::executor::{ExecError, Executor, Invocation, Run};
 use quietwatt::command::{self, ChildEvent};
-use quietwatt_profile::{Hooks, NamedStacks, ProfileRun, SymbolOptions, Symbols, Workload};
-use quietwatt_stats::{holm, student_t_quantile, student_t_sf};
+use quietwatt_profile::{Hooks, NamedStacks, ProfileRun, SymbolOptions, Workload};
+use quietwatt_stats::repeat::{self, Summary};
+use quietwatt_stats::{holm, student_t_quantile};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -109,11 +110,11 @@ pub fn function_changes(a: &[RunProfile], b: &[RunProfile]) -> Vec<FunctionChang
         .into_iter()
         .filter_map(|f| {
             let (x, y) = (values(&pa, f), values(&pb, f));
-            let (change, ci, p) = welch(&x, &y)?;
+            let (a_uj, b_uj, change, ci, p) = welch(&x, &y)?;
             Some(FunctionChange {
                 function: f.clone(),
-                a_uj: mean(&x),
-                b_uj: mean(&y),
+                a_uj,
+                b_uj,
                 change_uj: change,
                 change_95_uj: ci,
                 p,
@@ -136,32 +137,22 @@ pub fn function_changes(a: &[RunProfile], b: &[RunProfile]) -> Vec<FunctionChang
     out
 }
 
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
-/// `mean(y) - mean(x)`, its Welch 95 % interval and two-sided p value; `None`
-/// with fewer than two values on a side. Two sides without spread: an interval
-/// of width 0, p 0 when they differ, 1 when not.
-fn welch(x: &[f64], y: &[f64]) -> Option<(f64, [f64; 2], f64)> {
-    if x.len() < 2 || y.len() < 2 {
-        return None;
-    }
-    let var = |v: &[f64]| {
-        let m = mean(v);
-        v.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / (v.len() - 1) as f64
+/// `mean(y) - mean(x)`, its Welch 95 % interval and two-sided p value (the
+/// stats crate's Welch test over the runs, no measurement bound: a split's µJ
+/// are exact shares of the measured energy); `None` with fewer than two values
+/// on a side.
+fn welch(x: &[f64], y: &[f64]) -> Option<(f64, f64, f64, [f64; 2], f64)> {
+    let exact = |v: &[f64]| Summary::new(v, &vec![0.0; v.len()]);
+    let (a, b) = (exact(x)?, exact(y)?);
+    let w = repeat::welch(&a, &b)?;
+    let d = b.mean - a.mean;
+    let h = if w.t.is_finite() && w.t != 0.0 {
+        student_t_quantile(0.975, w.df) * d.abs() / w.t.abs()
+    } else {
+        // No spread on either side: the interval is the difference itself.
+        0.0
     };
-    let (nx, ny) = (x.len() as f64, y.len() as f64);
-    let (sx, sy) = (var(x) / nx, var(y) / ny);
-    let d = mean(y) - mean(x);
-    let se = (sx + sy).sqrt();
-    if se == 0.0 {
-        return Some((d, [d, d], if d == 0.0 { 1.0 } else { 0.0 }));
-    }
-    let df = (sx + sy).powi(2) / (sx * sx / (nx - 1.0) + sy * sy / (ny - 1.0));
-    let t = student_t_quantile(0.975, df);
-    let p = (2.0 * student_t_sf((d / se).abs(), df)).min(1.0);
-    Some((d, [d - t * se, d + t * se], p))
+    Some((a.mean, b.mean, d, [d - h, d + h], w.p_value))
 }
 
 /// The differential folded lines (`stack before after`, mean µJ rounded): B's
@@ -296,8 +287,7 @@ impl Executor for ProfileExecutor<'_> {
         let mut outcome =
             quietwatt_profile::run_profile(&self.run, Workload::Command(c), &mut hooks)
                 .map_err(|e| ExecError::Profile(e.to_string()))?;
-        let mut symbols = Symbols::new(std::mem::take(&mut outcome.maps), SymbolOptions::default());
-        let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut symbols, true);
+        let (named, _) = outcome.name_stacks(SymbolOptions::default());
         self.profiles[i].push(RunProfile::of(&named));
         let status = outcome.status.map_or(0, crate::executor::exit_code);
         Ok(Run::of_energy(status, &outcome.measurement.energy))

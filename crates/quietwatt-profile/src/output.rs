@@ -240,11 +240,21 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether a write failed because the disk (or the user's quota) is full: the
-/// temporary file's error carries its own path, so the kind is what counts.
-pub fn is_disk_full(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::StorageFull
-        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+/// Why writing `path` failed, for a person: a full disk (or quota) says what
+/// [`write_whole`] left there and what to do; another error as it is. The
+/// caller names its own flag or argument.
+pub fn why_not_written(path: &Path, e: &io::Error) -> String {
+    // The temporary file's error carries its own path: the kind is what counts.
+    let full = e.kind() == io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+    if full {
+        format!(
+            "the disk is full (no space left on device); nothing was left at {} (a file already there is unchanged). Free space on that filesystem, or write to a path on another one",
+            path.display()
+        )
+    } else {
+        e.to_string()
+    }
 }
 
 #[cfg(test)]

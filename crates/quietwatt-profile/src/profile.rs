@@ -199,6 +199,40 @@ pub struct ProfileOutcome {
 }
 
 impl ProfileOutcome {
+    /// Names the stacks from the mappings the sampler kept (taking them: the
+    /// returned [`crate::Symbols`] names any further frame, as `--record`'s
+    /// samples need), once for every output.
+    pub fn name_stacks(
+        &mut self,
+        options: crate::SymbolOptions,
+    ) -> (crate::NamedStacks, crate::Symbols) {
+        let mut symbols = crate::Symbols::new(std::mem::take(&mut self.maps), options);
+        let named = crate::NamedStacks::new(&self.table, &self.energy, &mut symbols, true);
+        (named, symbols)
+    }
+
+    /// Writes `named` to `path` as `format`, whole or not at all, with the title,
+    /// the subtitle (what `what` profiled, `emulated`) and, for pprof, the
+    /// start and the duration: what `quietwatt profile -o` and Python's
+    /// `quietwatt.profile(path)` write.
+    pub fn write(
+        &self,
+        path: &std::path::Path,
+        format: crate::Format,
+        named: &crate::NamedStacks,
+        what: &str,
+        emulated: bool,
+        started: std::time::SystemTime,
+    ) -> std::io::Result<()> {
+        let (title, subtitle) = (self.title(), self.subtitle(what, emulated));
+        let header = crate::PprofHeader {
+            start: started,
+            duration: self.wall,
+            comments: vec![title.clone(), subtitle.clone()],
+        };
+        crate::output::write_output(path, format, named, &title, &subtitle, &header)
+    }
+
     /// The flame graph's title: the total and how it was measured and sampled.
     pub fn title(&self) -> String {
         format!(

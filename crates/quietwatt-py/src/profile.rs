@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use quietwatt::document::Document;
 use quietwatt::SysRoot;
 use quietwatt_profile::{
-    Format, Hooks, IdlePower, NamedStacks, Options, PprofHeader, ProfileDocument, ProfileError,
-    ProfileOutcome, ProfileRun, RunError, SymbolOptions, Symbols, Target, Workload,
+    Format, Hooks, IdlePower, NamedStacks, Options, ProfileDocument, ProfileError, ProfileOutcome,
+    ProfileRun, RunError, SymbolOptions, Target, Workload,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,14 +136,10 @@ impl Profiler {
                 };
                 let mut outcome =
                     quietwatt_profile::run_profile(&run, Workload::Process { pid }, &mut hooks)?;
-                let mut symbols = Symbols::new(
-                    std::mem::take(&mut outcome.maps),
-                    SymbolOptions {
-                        lines,
-                        ..SymbolOptions::default()
-                    },
-                );
-                let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut symbols, true);
+                let (named, _) = outcome.name_stacks(SymbolOptions {
+                    lines,
+                    ..SymbolOptions::default()
+                });
                 Ok((outcome, named))
             })
             .map_err(|e| {
@@ -197,21 +193,15 @@ impl Profiler {
             None => (String::new(), Format::Folded),
         };
         if let Some((p, f)) = &self.output {
-            let title = outcome.title();
-            let subtitle = outcome.subtitle(&what, self.emulated);
-            let header = PprofHeader {
-                start: self.started,
-                duration: outcome.wall,
-                comments: vec![title.clone(), subtitle.clone()],
-            };
-            quietwatt_profile::output::write_output(p, *f, &named, &title, &subtitle, &header)
+            outcome
+                .write(p, *f, &named, &what, self.emulated, self.started)
                 .map_err(|e| {
-                    let why = if quietwatt_profile::output::is_disk_full(&e) {
-                        "the disk is full; nothing cut was left there (a file already there is unchanged): free space, or give another path".to_string()
-                    } else {
-                        e.to_string()
-                    };
-                    raise(py, "OutputError", format!("cannot write {}: {why}", p.display()))
+                    let why = quietwatt_profile::output::why_not_written(p, &e);
+                    raise(
+                        py,
+                        "OutputError",
+                        format!("cannot write {}: {why}", p.display()),
+                    )
                 })?;
         }
         let doc = ProfileDocument::new(&outcome, &named, TOP, self.emulated, path, format);

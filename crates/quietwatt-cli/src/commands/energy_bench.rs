@@ -312,8 +312,9 @@ fn profiled(
             Failure::new(
                 crate::exit::OUTPUT,
                 format!(
-                    "cannot write --profile-output {}: {e}",
-                    args.profile_output.display()
+                    "cannot write --profile-output {}: {}",
+                    args.profile_output.display(),
+                    quietwatt_profile::output::why_not_written(&args.profile_output, &e)
                 ),
             )
         })?;

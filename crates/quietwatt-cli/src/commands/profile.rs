@@ -5,7 +5,7 @@
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
 use quietwatt_profile::{
-    EventRequest, Format, Hooks, NamedStacks, Options, PprofHeader, ProfileDocument, ProfileError,
+    EventRequest, Format, Hooks, NamedStacks, Options, ProfileDocument, ProfileError,
     ProfileOutcome, ProfileRun, RunError, SampledEvent, SymbolOptions, Symbols, Target, Workload,
 };
 use std::path::PathBuf;
@@ -216,30 +216,18 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         };
         quietwatt_profile::run_profile(&run, workload, &mut hooks).map_err(failure)?
     };
-    let mut symbols = Symbols::new(
-        std::mem::take(&mut outcome.maps),
-        SymbolOptions {
-            lines: args.lines,
-            ..SymbolOptions::default()
-        },
-    );
-    let named = NamedStacks::new(&outcome.table, &outcome.energy, &mut symbols, true);
+    let (named, mut symbols) = outcome.name_stacks(SymbolOptions {
+        lines: args.lines,
+        ..SymbolOptions::default()
+    });
     let what = if args.all_cpus {
         format!("every CPU for {:.1} s", outcome.wall.as_secs_f64())
     } else {
         args.command.join(" ")
     };
-    let title = outcome.title();
-    let subtitle = outcome.subtitle(&what, env.is_emulated());
-    let header = PprofHeader {
-        start: started,
-        duration: outcome.wall,
-        comments: vec![title.clone(), subtitle.clone()],
-    };
-    let written = quietwatt_profile::output::write_output(
-        &output, format, &named, &title, &subtitle, &header,
-    )
-    .map_err(|e| cannot_write("-o", &output, &e));
+    let written = outcome
+        .write(&output, format, &named, &what, env.is_emulated(), started)
+        .map_err(|e| cannot_write("-o", &output, &e));
     let recorded = match &args.record {
         Some(path) => write_timeline(env, path, &outcome, &mut symbols),
         None => Ok(()),
@@ -324,17 +312,13 @@ fn write_timeline(
 /// A write of `flag`'s `path` that failed, for a person: a full disk names the
 /// fix, and nothing cut was left at the path.
 fn cannot_write(flag: &str, path: &std::path::Path, e: &std::io::Error) -> Failure {
-    let why = if quietwatt_profile::output::is_disk_full(e) {
-        format!(
-            "the disk is full (no space left on device); nothing was left at {0} (a file already there is unchanged). The summary above holds the figures. Free space on that filesystem, or give {flag} a path on another one",
-            path.display()
-        )
-    } else {
-        e.to_string()
-    };
     Failure::new(
         OUTPUT,
-        format!("cannot write {flag} {}: {why}", path.display()),
+        format!(
+            "cannot write {flag} {}: {} (the summary above holds the figures)",
+            path.display(),
+            quietwatt_profile::output::why_not_written(path, e)
+        ),
     )
 }
 
