@@ -127,7 +127,9 @@ impl Board {
         match (&l.snapshot, &l.unavailable) {
             (Some(s), _) => Ok(Arc::clone(s)),
             (None, Some(r)) => Err(r.clone()),
-            (None, None) => Err("the service has not read the counters yet: try again in a second".into()),
+            (None, None) => {
+                Err("the service has not read the counters yet: try again in a second".into())
+            }
         }
     }
 }

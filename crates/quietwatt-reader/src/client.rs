@@ -55,7 +55,11 @@ pub struct SocketSource {
 impl SocketSource {
     /// Connects to the service at `path`, says hello with `want`, and keeps the
     /// channels `selection` names among those granted.
-    pub fn connect(path: &Path, want: Want, selection: &Selection) -> Result<SocketSource, ReaderError> {
+    pub fn connect(
+        path: &Path,
+        want: Want,
+        selection: &Selection,
+    ) -> Result<SocketSource, ReaderError> {
         let stream = UnixStream::connect(path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
                 ReaderError::NotFound {
@@ -110,7 +114,10 @@ impl SocketSource {
         for (k, c) in welcome.channels.iter().enumerate() {
             let domain: Domain = c.domain.parse().map_err(|_| ReaderError::Protocol {
                 path: path.to_path_buf(),
-                why: format!("the service reads a domain this quietwatt does not know: {}", c.domain),
+                why: format!(
+                    "the service reads a domain this quietwatt does not know: {}",
+                    c.domain
+                ),
             })?;
             let id = DomainId {
                 socket: Socket(c.socket),
@@ -197,7 +204,10 @@ impl SocketSource {
             path: path.clone(),
             source,
         };
-        self.stream.get_mut().write_all(&encode(req)).map_err(gone)?;
+        self.stream
+            .get_mut()
+            .write_all(&encode(req))
+            .map_err(gone)?;
         self.line.clear();
         let n = (&mut self.stream)
             .take(MAX_LINE as u64)
@@ -206,10 +216,11 @@ impl SocketSource {
         if n == 0 {
             return Err(ReaderError::Closed { path: path.clone() });
         }
-        let reply: Reply = serde_json::from_str(self.line.trim_end()).map_err(|e| ReaderError::Protocol {
-            path: path.clone(),
-            why: format!("an unreadable reply ({e})"),
-        })?;
+        let reply: Reply =
+            serde_json::from_str(self.line.trim_end()).map_err(|e| ReaderError::Protocol {
+                path: path.clone(),
+                why: format!("an unreadable reply ({e})"),
+            })?;
         if let Reply::Error(r) = reply {
             return Err(ReaderError::Refused {
                 path: path.clone(),

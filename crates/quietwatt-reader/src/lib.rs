@@ -88,7 +88,9 @@ pub enum ReaderError {
         source: std::io::Error,
     },
     /// The service said something this client does not understand.
-    #[error("the reader service at {path}: {why}; use the quietwatt of the same version as the service")]
+    #[error(
+        "the reader service at {path}: {why}; use the quietwatt of the same version as the service"
+    )]
     Protocol {
         /// The socket's path.
         path: PathBuf,

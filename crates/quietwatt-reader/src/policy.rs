@@ -206,12 +206,18 @@ impl Names {
 
     /// The id of group `name`.
     pub fn group(&self, name: &str) -> Option<u32> {
-        self.groups.iter().find(|(n, _)| n == name).map(|&(_, id)| id)
+        self.groups
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, id)| id)
     }
 
     /// The id of user `name`.
     pub fn user(&self, name: &str) -> Option<u32> {
-        self.users.iter().find(|(n, _)| n == name).map(|&(_, id)| id)
+        self.users
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, id)| id)
     }
 }
 
@@ -469,7 +475,10 @@ mod tests {
         assert!(g.allows(Domain::Dram));
         let refused = p.decide(&peer(65534, 65534, &[])).unwrap_err().0;
         assert!(refused.contains("user 65534"), "{refused}");
-        assert!(refused.contains("usermod -aG quietwatt-readers"), "{refused}");
+        assert!(
+            refused.contains("usermod -aG quietwatt-readers"),
+            "{refused}"
+        );
         assert!(refused.contains("run as root"), "{refused}");
         // Root is never refused nor coarsened.
         let root = p.decide(&peer(0, 0, &[])).unwrap();
@@ -536,13 +545,28 @@ resolution_uj = 1000000
     fn bad_files_are_refused_with_what_is_wrong_and_loose_rules_warned_about() {
         let path = Path::new("p.toml");
         for (text, says) in [
-            ("[[allow]]\nusers = [\"mallory\"]\n", "no user named 'mallory'"),
+            (
+                "[[allow]]\nusers = [\"mallory\"]\n",
+                "no user named 'mallory'",
+            ),
             ("[[allow]]\ngroups = [\"nope\"]\n", "no group named 'nope'"),
             ("[[allow]]\ninterval_ms = 5\n", "names no one"),
-            ("[[allow]]\neveryone = true\ninterval_ms = 0\n", "interval_ms = 0"),
-            ("[[allow]]\neveryone = true\nresolution_uj = 0\n", "resolution_uj = 0"),
-            ("[[allow]]\neveryone = true\ndomains = [\"fpga\"]\n", "unknown domain 'fpga'"),
-            ("[[allow]]\neveryone = true\nintervall_ms = 5\n", "unknown field"),
+            (
+                "[[allow]]\neveryone = true\ninterval_ms = 0\n",
+                "interval_ms = 0",
+            ),
+            (
+                "[[allow]]\neveryone = true\nresolution_uj = 0\n",
+                "resolution_uj = 0",
+            ),
+            (
+                "[[allow]]\neveryone = true\ndomains = [\"fpga\"]\n",
+                "unknown domain 'fpga'",
+            ),
+            (
+                "[[allow]]\neveryone = true\nintervall_ms = 5\n",
+                "unknown field",
+            ),
             ("version = 2\n", "version = 2"),
             ("this is not toml", "docs/reader.md"),
         ] {
@@ -555,7 +579,11 @@ resolution_uj = 1000000
             &names(),
         )
         .unwrap();
-        assert!(loose.warnings()[0].contains("PLATYPUS"), "{:?}", loose.warnings());
+        assert!(
+            loose.warnings()[0].contains("PLATYPUS"),
+            "{:?}",
+            loose.warnings()
+        );
         let empty = Policy::parse("version = 1\n", path, &names()).unwrap();
         assert!(empty.warnings()[0].contains("only root"));
         assert!(empty.decide(&peer(1001, 1001, &[990])).is_err());

@@ -94,7 +94,10 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         if !m.file_type().is_socket() {
             return Err(std::io::Error::new(
                 ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket: remove it or give another path", path.display()),
+                format!(
+                    "{} exists and is not a socket: remove it or give another path",
+                    path.display()
+                ),
             ));
         }
         if UnixStream::connect(path).is_ok() {
@@ -116,9 +119,11 @@ pub fn groups_of(pid: i32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Groups:"))
-                .map(|g| g.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
         })
         .unwrap_or_default()
 }
@@ -258,7 +263,9 @@ impl Service {
         }
         self.expire_hellos();
         self.conns.retain(|c| !(c.closing && c.out.is_empty()));
-        self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);
+        self.stats
+            .open
+            .store(self.conns.len() as u64, Ordering::Relaxed);
         if ready[0].contains(PollFlags::IN) {
             self.accept();
         }
@@ -472,7 +479,10 @@ impl Service {
             interval_ns: interval.as_nanos() as u64,
             resolution_uj,
             coarsened,
-            channels: channels.iter().map(|&k| snapshot.channels[k].info()).collect(),
+            channels: channels
+                .iter()
+                .map(|&k| snapshot.channels[k].info())
+                .collect(),
             mechanism: info.mechanism.clone(),
             emulated: info.emulated,
             staleness_ns: info.staleness.as_nanos() as u64,
