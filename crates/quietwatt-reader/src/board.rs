@@ -58,6 +58,8 @@ pub struct ServiceInfo {
     pub emulated: bool,
     /// How old a reading can be when it is published (the sampling period).
     pub staleness: Duration,
+    /// How often a snapshot is published.
+    pub refresh: Duration,
 }
 
 /// The latest snapshot, shared between the publisher and the service.

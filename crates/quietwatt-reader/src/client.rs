@@ -92,6 +92,7 @@ impl SocketSource {
                 mechanism: String::new(),
                 emulated: false,
                 staleness_ns: 0,
+                refresh_ns: 0,
             },
             channels: Vec::new(),
             index: Vec::new(),
@@ -144,12 +145,12 @@ impl SocketSource {
             })
             .collect();
         s.notes.push(format!(
-            "read through the reader service at {} ({} counters{}), as uid {}: a reading at most every {} ms, rounded down to {} µJ{}",
+            "read through the reader service at {} ({} counters{}), as uid {}: a new reading at most every {} ms, rounded down to {} µJ{}",
             path.display(),
             welcome.mechanism,
             if welcome.emulated { " of quietwatt's emulator" } else { "" },
             welcome.uid,
-            welcome.interval_ns as f64 / 1e6,
+            welcome.interval_ns.max(welcome.refresh_ns) as f64 / 1e6,
             resolution,
             if welcome.coarsened {
                 " (finer was asked for: the service's policy coarsened it)"
@@ -252,6 +253,18 @@ impl Source for SocketSource {
 
     fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// A reading is published at least every refresh, sent at most every
+    /// granted interval, and was taken up to the staleness before: each
+    /// reading may lag the truth by the larger of the first two plus the third.
+    fn update_interval(&self) -> Option<Duration> {
+        let w = &self.welcome;
+        Some(Duration::from_nanos(
+            w.interval_ns
+                .max(w.refresh_ns)
+                .saturating_add(w.staleness_ns),
+        ))
     }
 
     /// The service's latest reading; between two readings the service may send

@@ -151,18 +151,26 @@ pub fn refused_locally(e: &quietwatt_sources::Error) -> bool {
 pub fn fallback(
     local: &quietwatt_sources::Error,
     selection: &quietwatt_sources::Selection,
+    want: Want,
 ) -> Option<Result<SocketSource, quietwatt_sources::Error>> {
     if !refused_locally(local) {
         return None;
     }
+    Some(discovered(selection, want)?.map_err(|e| match e {
+        ReaderError::Selection(e) => e,
+        e => quietwatt_sources::Error::MechanismUnavailable {
+            mechanism: "socket",
+            why: format!("the counters cannot be opened here ({local}), and {e}"),
+        },
+    }))
+}
+
+/// The service at [`discover`]'s path, asked for `want`, with the channels
+/// `selection` names; `None` when there is no service to try.
+pub fn discovered(
+    selection: &quietwatt_sources::Selection,
+    want: Want,
+) -> Option<Result<SocketSource, ReaderError>> {
     let path = discover()?;
-    Some(
-        SocketSource::connect(&path, Want::default(), selection).map_err(|e| match e {
-            ReaderError::Selection(e) => e,
-            e => quietwatt_sources::Error::MechanismUnavailable {
-                mechanism: "socket",
-                why: format!("the counters cannot be opened here ({local}), and {e}"),
-            },
-        }),
-    )
+    Some(SocketSource::connect(&path, want, selection))
 }

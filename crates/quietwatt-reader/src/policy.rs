@@ -287,7 +287,9 @@ impl Policy {
             path: path.to_path_buf(),
             source,
         })?;
-        Policy::parse(&text, path, names)
+        // Named in full in refusals: the admin who reads one knows which file.
+        let full = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        Policy::parse(&text, &full, names)
     }
 
     /// Checks the text of a policy file (`path` names it in messages).

@@ -92,6 +92,9 @@ pub struct Welcome {
     /// sampling period (its readings are taken at that rate and published at
     /// each refresh).
     pub staleness_ns: u64,
+    /// How often the service publishes a new reading, ns: a reading may be this
+    /// much older than the moment it is read, beyond its staleness.
+    pub refresh_ns: u64,
 }
 
 /// The reply to [`Request::Read`]: every granted counter's energy since the

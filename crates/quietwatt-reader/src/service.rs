@@ -486,6 +486,7 @@ impl Service {
             mechanism: info.mechanism.clone(),
             emulated: info.emulated,
             staleness_ns: info.staleness.as_nanos() as u64,
+            refresh_ns: info.refresh.as_nanos() as u64,
         };
         let c = &mut self.conns[i];
         c.granted = Some(Granted {

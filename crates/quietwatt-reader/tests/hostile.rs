@@ -92,6 +92,7 @@ fn hostile_clients_are_refused_or_dropped_while_a_good_one_keeps_reading() {
         mechanism: "powercap".into(),
         emulated: false,
         staleness: Duration::from_millis(5),
+        refresh: Duration::from_millis(5),
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let publishing = publisher(Arc::clone(&board), Arc::clone(&stop));
@@ -294,6 +295,7 @@ fn a_coarser_request_is_granted_rounded_down_and_held_back_for_its_interval() {
         mechanism: "powercap".into(),
         emulated: true,
         staleness: Duration::from_millis(5),
+        refresh: Duration::from_millis(5),
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let publishing = publisher(Arc::clone(&board), Arc::clone(&stop));

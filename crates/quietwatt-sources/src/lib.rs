@@ -242,6 +242,16 @@ pub trait Source: Send {
         Vec::new()
     }
 
+    /// How far a reading may lag the energy it stands for, when that is more
+    /// than the counters' own update (about 1 ms): a source whose values change
+    /// only every so often (the reader service, by its policy's interval and
+    /// the age of its readings). The meter counts at least this much of each
+    /// domain's energy as each figure's timing uncertainty. `None` (the
+    /// default): RAPL's own update, as the meter sees it.
+    fn update_interval(&self) -> Option<Duration> {
+        None
+    }
+
     /// Polled (the default) or buffered in the kernel.
     fn mode(&self) -> Mode {
         Mode::Polled

@@ -1,0 +1,311 @@
+//! The local reader service end to end: `quietwatt serve --socket` as root
+//! against the emulator (whose counters, as the kernel's since CVE-2020-8694,
+//! only root may read), and `quietwatt run` as users without that right
+//! (`setpriv` to `nobody`, to a member of a group the policy names, to a user
+//! it does not name). Each gets the emulator's energy through the service,
+//! coarsened as the policy says, or a refusal naming the fix.
+
+use crate::common;
+use quietwatt_emulator::EmulatorConfig;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The emulator's powers (its default configuration): package and DRAM, W.
+const PACKAGE_W: f64 = 20.0;
+const DRAM_W: f64 = 4.0;
+
+/// The policy of these tests: `nobody` every 100 ms to 1 mJ; group 4242 the
+/// package alone, every 200 ms to 10 mJ.
+const POLICY: &str = "version = 1
+[[allow]]
+users = [65534]
+interval_ms = 100
+resolution_uj = 1000
+[[allow]]
+groups = [4242]
+domains = [\"package\"]
+interval_ms = 200
+resolution_uj = 10000
+";
+
+/// A running `serve --socket` and the directory everyone may reach: the
+/// binary (0755), the policy and the socket.
+struct Service {
+    child: Child,
+    dir: tempfile::TempDir,
+    http: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Service {
+    fn start(root: &Path) -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = dir.path().join("quietwatt");
+        std::fs::copy(env!("CARGO_BIN_EXE_quietwatt"), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(&policy, POLICY).unwrap();
+        let mut child = Command::new(&bin)
+            .arg("--root")
+            .arg(root)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "-m",
+                "powercap",
+                "--freq",
+                "50",
+            ])
+            .arg("--socket")
+            .arg(dir.path().join("reader.sock"))
+            .arg("--policy")
+            .arg(&policy)
+            .env_remove("QUIETWATT_ROOT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start quietwatt serve --socket");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        let l = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("serving http://").nth(1) {
+                    let _ = tx.send(rest.split('/').next().unwrap_or("").to_string());
+                }
+                let mut l = l.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let http = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("serve --socket did not start: {}", log.lock().unwrap())
+            });
+        let s = Service {
+            child,
+            dir,
+            http,
+            log,
+        };
+        assert!(
+            s.log()
+                .contains(&format!("reader service on {}", s.socket().display())),
+            "{}",
+            s.log()
+        );
+        s
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("reader.sock")
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// `quietwatt --root ROOT ARGS` as `ids` (setpriv's options), finding the
+    /// service through QUIETWATT_SOCKET.
+    fn run_as(&self, ids: &[&str], root: &Path, args: &[&str]) -> Output {
+        Command::new("setpriv")
+            .args(ids)
+            .arg(self.dir.path().join("quietwatt"))
+            .arg("--root")
+            .arg(root)
+            .args(args)
+            .env("QUIETWATT_SOCKET", self.socket())
+            .env_remove("QUIETWATT_ROOT")
+            .current_dir(self.dir.path())
+            .output()
+            .expect("setpriv (util-linux) runs quietwatt as another user")
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const NOBODY: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", common::stdout(o), common::stderr(o)))
+}
+
+fn domain<'a>(doc: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    doc["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == name)
+}
+
+/// Whether `j` joules is a whole number of `step_uj` µJ.
+fn multiple_of(j: f64, step_uj: f64) -> bool {
+    let steps = j * 1e6 / step_uj;
+    (steps - steps.round()).abs() < 1e-6
+}
+
+#[test]
+fn an_unprivileged_user_reads_the_emulators_energy_through_the_service() {
+    let m = common::mount(EmulatorConfig::default());
+    let s = Service::start(m.root());
+    // Refused the counters themselves (root's only), nobody reads through the
+    // service its environment names.
+    let direct = s.run_as(
+        NOBODY,
+        m.root(),
+        &[
+            "run",
+            "--require-energy",
+            "--socket",
+            "/nonexistent",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(
+        direct.status.code(),
+        Some(69),
+        "{}",
+        common::stderr(&direct)
+    );
+    let o = s.run_as(NOBODY, m.root(), &["run", "--json", "--", "sleep", "1"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc = json(&o);
+    assert_eq!(doc["mechanism"], "socket", "{doc}");
+    assert_eq!(doc["emulated"], true);
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "read through the reader service at {}",
+            s.socket().display()
+        )) && notes.contains("powercap counters of quietwatt's emulator")
+            && notes.contains("as uid 65534")
+            && notes.contains("every 100 ms, rounded down to 1000 µJ"),
+        "{notes}"
+    );
+    let err = common::stderr(&o);
+    assert!(err.contains("read through the reader service"), "{err}");
+    let d = doc["duration_s"].as_f64().unwrap();
+    for (name, watts) in [("package", PACKAGE_W), ("dram", DRAM_W)] {
+        let dom = domain(&doc, name).unwrap_or_else(|| panic!("no {name}: {doc}"));
+        let e = dom["energy_j"].as_f64().unwrap();
+        let u = dom["uncertainty_j"].as_f64().unwrap();
+        // Coarsened to the policy's millijoule.
+        assert!(multiple_of(e, 1000.0), "{name}: {e} J is not whole mJ");
+        // The emulator's truth over the measured span: its constant power for
+        // the client's duration. Each end's reading lags by up to the policy's
+        // interval and the service's sampling period (the uncertainty holds
+        // it); a service held up longer by a loaded machine adds to that, up
+        // to a quarter second allowed here.
+        let truth = watts * d;
+        assert!(
+            (e - truth).abs() <= u + watts * 0.25,
+            "{name}: {e} ± {u} J read, {truth} J drawn over {d} s"
+        );
+        // The uncertainty is the coarsening's, not a blanket: under half a
+        // second of the domain's power.
+        assert!(u > 0.0 && u <= watts * 0.5, "{name}: ± {u} J");
+    }
+    // The HTTP side of the same serve is untouched.
+    let mut http = std::net::TcpStream::connect(&s.http).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("quietwatt_energy_joules_total{"), "{body}");
+}
+
+#[test]
+fn a_user_outside_the_policy_is_refused_with_the_fix() {
+    let m = common::mount(EmulatorConfig::default());
+    let s = Service::start(m.root());
+    let stranger = &["--reuid=1234", "--regid=1234", "--clear-groups"][..];
+    let o = s.run_as(
+        stranger,
+        m.root(),
+        &["run", "--require-energy", "--", "true"],
+    );
+    assert_eq!(o.status.code(), Some(69), "{}", common::stderr(&o));
+    let err = common::stderr(&o);
+    let policy = std::fs::canonicalize(s.dir.path().join("policy.toml")).unwrap();
+    for says in [
+        "refused: user 1234 (groups 1234) may not read energy through this service",
+        "ask the admin to add your user or one of your groups to the policy file",
+        &policy.display().to_string(),
+        "or run as root",
+        // What failed locally is said too.
+        "permission denied",
+    ] {
+        assert!(err.contains(says), "no {says:?} in {err}");
+    }
+    // Without --require-energy the command runs, its energy unsupported, the
+    // refusal as the reason.
+    let o = s.run_as(stranger, m.root(), &["run", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("no energy measured")
+            && err.contains("may not read energy through this service"),
+        "{err}"
+    );
+    assert!(s.log().contains("refused uid 1234"), "{}", s.log());
+}
+
+#[test]
+fn a_group_member_gets_the_groups_grant_and_a_finer_request_is_coarsened() {
+    let m = common::mount(EmulatorConfig::default());
+    let s = Service::start(m.root());
+    let member = &["--reuid=1234", "--regid=1234", "--groups=4242"][..];
+    // 1 kHz asks for a reading every millisecond: the group's rule gives one
+    // every 200 ms, to 10 mJ, of the package alone.
+    let o = s.run_as(
+        member,
+        m.root(),
+        &["run", "--json", "--freq", "1000", "--", "sleep", "1"],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc = json(&o);
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("every 200 ms, rounded down to 10000 µJ")
+            && notes.contains("finer was asked for: the service's policy coarsened it"),
+        "{notes}"
+    );
+    assert!(domain(&doc, "dram").is_none(), "{doc}");
+    let p = domain(&doc, "package").expect("package");
+    let (e, u) = (
+        p["energy_j"].as_f64().unwrap(),
+        p["uncertainty_j"].as_f64().unwrap(),
+    );
+    assert!(multiple_of(e, 10_000.0), "{e} J is not whole 10 mJ");
+    let truth = PACKAGE_W * doc["duration_s"].as_f64().unwrap();
+    assert!(
+        (e - truth).abs() <= u + PACKAGE_W * 0.25,
+        "{e} ± {u} J, {truth} J drawn"
+    );
+    // Asking for DRAM, which the rule does not grant, names what is.
+    let o = s.run_as(
+        member,
+        m.root(),
+        &["run", "--require-energy", "-d", "dram", "--", "true"],
+    );
+    assert_ne!(o.status.code(), Some(0));
+    let err = common::stderr(&o);
+    assert!(err.contains("dram") && err.contains("package"), "{err}");
+}
