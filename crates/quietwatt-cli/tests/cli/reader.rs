@@ -309,3 +309,58 @@ fn a_group_member_gets_the_groups_grant_and_a_finer_request_is_coarsened() {
     let err = common::stderr(&o);
     assert!(err.contains("dram") && err.contains("package"), "{err}");
 }
+
+#[test]
+fn record_and_repeated_runs_read_through_the_service_as_well() {
+    let m = common::mount(EmulatorConfig::default());
+    let s = Service::start(m.root());
+    let out = s.dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let csv = out.join("r.csv");
+    let o = s.run_as(
+        NOBODY,
+        m.root(),
+        &[
+            "record",
+            "-o",
+            csv.to_str().unwrap(),
+            "--duration",
+            "1",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc = json(&o);
+    assert_eq!(doc["mechanism"], "socket", "{doc}");
+    let p = domain(&doc, "package").expect("package");
+    let (e, u) = (
+        p["energy_j"].as_f64().unwrap(),
+        p["uncertainty_j"].as_f64().unwrap(),
+    );
+    let truth = PACKAGE_W * doc["duration_s"].as_f64().unwrap();
+    assert!(
+        (e - truth).abs() <= u + PACKAGE_W * 0.25,
+        "{e} ± {u} J, {truth} J drawn"
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.contains("# mechanism: socket\n"), "{text}");
+    assert!(
+        text.contains(&format!("origin={}", s.socket().display())),
+        "{text}"
+    );
+    // Each run of a series opens the service anew.
+    let o = s.run_as(
+        NOBODY,
+        m.root(),
+        &["run", "-r", "2", "--json", "--", "true"],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc = json(&o);
+    assert_eq!(doc["energy_j"]["n"], 2, "{doc}");
+    assert!(
+        common::stderr(&o).contains("read through the reader service"),
+        "{}",
+        common::stderr(&o)
+    );
+}
