@@ -364,3 +364,58 @@ fn record_and_repeated_runs_read_through_the_service_as_well() {
         common::stderr(&o)
     );
 }
+
+/// The embedding API through the service by path (`SessionConfig::socket`):
+/// `measure` around a block, and a session with a rate whose snapshots only
+/// grow; the mechanism says `socket` and the note names it. (Run as root here,
+/// so never coarsened: the refused-locally fallback is the tests above, as
+/// other users.)
+#[test]
+fn a_session_and_measure_read_through_the_service_by_path() {
+    let m = common::mount(EmulatorConfig::default());
+    let s = Service::start(m.root());
+    let config = || {
+        quietwatt::SessionConfig::default()
+            .root(quietwatt::SysRoot::new("/nonexistent"))
+            .socket(s.socket())
+    };
+    let ((), r) = quietwatt::measure(config(), || std::thread::sleep(Duration::from_millis(500)))
+        .expect("measure through the socket");
+    assert_eq!(r.mechanism, quietwatt::Mechanism::Socket);
+    assert_eq!(r.energy.mechanism, "socket");
+    let p = r
+        .energy
+        .domains
+        .iter()
+        .find(|d| d.domain == "package")
+        .expect("package");
+    let truth = PACKAGE_W * r.energy.duration_s;
+    assert!(
+        (p.energy_j.0 - truth).abs() <= p.uncertainty_j.0 + PACKAGE_W * 0.25,
+        "{} ± {} J, {truth} J drawn",
+        p.energy_j.0,
+        p.uncertainty_j.0
+    );
+    let session = quietwatt::Session::start(config().rate(quietwatt::Hertz::new(50.0).unwrap()))
+        .expect("a session with a rate");
+    let mut last = 0.0;
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(150));
+        let e = session.snapshot().unwrap().energy.domains[0].energy_j.0;
+        assert!(e >= last, "{e} J after {last} J");
+        last = e;
+    }
+    let r = session.stop().unwrap();
+    assert!(r.energy.domains[0].energy_j.0 >= last && last > 0.0);
+    // A socket where there is none: the error names the fix.
+    let e = quietwatt::Session::start(
+        quietwatt::SessionConfig::default().socket(PathBuf::from("/nonexistent/reader.sock")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("no reader service at /nonexistent/reader.sock")
+            && e.contains("quietwatt serve --socket"),
+        "{e}"
+    );
+}
