@@ -448,7 +448,7 @@ impl Service {
         };
         let snapshot = match self.board.latest() {
             Ok(s) => s,
-            Err(why) => return self.refuse(i, RefusalCode::Unavailable, why),
+            Err(why) => return self.refuse(i, RefusalCode::Unavailable, unavailable(&why)),
         };
         let channels: Vec<usize> = snapshot
             .channels
@@ -503,7 +503,7 @@ impl Service {
     fn read(&mut self, i: usize) {
         let latest = match self.board.latest() {
             Ok(s) => s,
-            Err(why) => return self.refuse(i, RefusalCode::Unavailable, why),
+            Err(why) => return self.refuse(i, RefusalCode::Unavailable, unavailable(&why)),
         };
         let c = &mut self.conns[i];
         let Some(g) = c.granted.as_mut() else {
@@ -609,4 +609,11 @@ fn refuse(c: &mut Conn, code: RefusalCode, message: String) {
         message,
     })));
     c.closing = true;
+}
+
+/// A refusal's words while the service reads no counter.
+fn unavailable(why: &str) -> String {
+    format!(
+        "the service reads no energy counter now ({why}); it tries again on its own: measure again later, or ask the admin (`quietwatt doctor` run as the service's user says what is missing)"
+    )
 }

@@ -419,3 +419,90 @@ fn a_session_and_measure_read_through_the_service_by_path() {
         "{e}"
     );
 }
+
+/// `serve --socket` on a machine where no counter can be read keeps serving
+/// and refuses clients with the reason; the flags' mistakes are usage errors
+/// naming the fix.
+#[test]
+fn a_service_without_counters_says_why_and_bad_flags_name_the_fix() {
+    let empty = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("r.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("--root")
+        .arg(empty.path())
+        .args(["serve", "--listen", "none", "--socket"])
+        .arg(&sock)
+        .env_remove("QUIETWATT_ROOT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !sock.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .args(["run", "--require-energy", "--socket"])
+        .arg(&sock)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    // SAFETY: kill with the pid of a child not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(status.success(), "{log}");
+    assert!(
+        !sock.exists(),
+        "the socket is removed when the service stops"
+    );
+    assert_eq!(o.status.code(), Some(69), "{}", common::stderr(&o));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("the service reads no energy counter now") && err.contains("quietwatt doctor"),
+        "{err}"
+    );
+    for (args, says) in [
+        (
+            &["serve", "--listen", "none"][..],
+            "--listen none serves nothing without --socket",
+        ),
+        (&["serve", "--policy", "p.toml"][..], "--socket"),
+    ] {
+        let o = common::quietwatt(empty.path(), args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", common::stderr(&o));
+        assert!(
+            common::stderr(&o).contains(says),
+            "{args:?}: {}",
+            common::stderr(&o)
+        );
+    }
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[allow]]\nusers = [\"no-such-user-here\"]\n").unwrap();
+    let m = common::mount(EmulatorConfig::default());
+    let o = common::quietwatt(
+        m.root(),
+        &[
+            "serve",
+            "--listen",
+            "none",
+            "--socket",
+            dir.path().join("s.sock").to_str().unwrap(),
+            "--policy",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("no user named 'no-such-user-here'") && err.contains("bad.toml"),
+        "{err}"
+    );
+}
