@@ -113,6 +113,17 @@ def test_measure_as_nobody_reads_the_emulators_energy_through_the_service(emu, s
         emu.root,
     )
     assert doc["mechanism"] == "socket", doc
+    # emulate="auto" emulates only where nothing can measure: the service can.
+    auto = as_nobody(
+        "import json, warnings, quietwatt as qw\n"
+        "warnings.simplefilter('ignore')\n"
+        "with qw.measure(emulate='auto') as m:\n"
+        "    pass\n"
+        "print(json.dumps({'mechanism': m.mechanism}))\n",
+        service,
+        emu.root,
+    )
+    assert auto["mechanism"] == "socket", auto
     report = doc["report"]
     d = report["duration_s"]
     for name, watts in (("package", 20.0), ("dram", 4.0)):
