@@ -59,6 +59,22 @@ def package_for_nobody():
     d = tempfile.mkdtemp(prefix="quietwatt-py-")
     os.chmod(d, 0o755)
     shutil.copytree(os.path.dirname(quietwatt.__file__), os.path.join(d, "quietwatt"))
+    # pytest and what it imports, for `pytest --energy` as nobody.
+    import _pytest
+    import iniconfig
+    import packaging
+    import pluggy
+
+    for mod in (pytest, _pytest, pluggy, iniconfig, packaging):
+        src = mod.__file__
+        if os.path.basename(src) == "__init__.py":
+            shutil.copytree(os.path.dirname(src), os.path.join(d, mod.__name__))
+        else:
+            shutil.copy(src, d)
+    for extra in ("py.py",):
+        src = os.path.join(os.path.dirname(os.path.dirname(_pytest.__file__)), extra)
+        if os.path.exists(src):
+            shutil.copy(src, d)
     for dirpath, dirnames, filenames in os.walk(d):
         for name in dirnames + filenames:
             os.chmod(os.path.join(dirpath, name), 0o755)
@@ -182,3 +198,29 @@ def test_socket_names_the_service_whatever_this_process_may_open(emu, service):
     with pytest.raises(Exception, match="no reader service at /nonexistent.sock"):
         with qw.measure(root=emu.root, socket="/nonexistent.sock"):
             pass
+
+
+def test_pytest_energy_as_nobody_measures_each_test_through_the_service(emu, service, as_nobody):
+    work = tempfile.mkdtemp(prefix="quietwatt-pytest-")
+    os.chmod(work, 0o777)
+    try:
+        with open(os.path.join(work, "test_work.py"), "w") as f:
+            f.write("import time\n\ndef test_sleeps():\n    time.sleep(0.5)\n")
+        out = os.path.join(work, "energy.json")
+        doc = as_nobody(
+            "import json, sys, pytest\n"
+            f"code = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'quietwatt.pytest_plugin', '--energy',"
+            f" '--energy-json', {out!r}, {os.path.join(work, 'test_work.py')!r}])\n"
+            f"print(json.dumps({{'code': int(code), 'doc': json.load(open({out!r}))}}))\n",
+            service,
+            emu.root,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert doc["code"] == 0, doc
+    report = doc["doc"]
+    assert report["mechanism"] == "socket", report
+    (test,) = report["tests"]
+    # Package and DRAM of the emulator (24 W) over the test's call, within its
+    # uncertainty and a loaded machine's quarter second.
+    assert abs(test["energy_j"] - 24.0 * test["duration_s"]) <= test["uncertainty_j"] + 24.0 * 0.25, test
