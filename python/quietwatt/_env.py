@@ -78,10 +78,14 @@ def open_session(
     freq: Optional[float] = None,
     samples_kept: Optional[int] = None,
     reuse: bool = False,
+    socket: Optional[str] = None,
 ) -> "_quietwatt.Session":
     """A native session, with the mechanism chosen before for this root and
     domains when none is given; with ``reuse``, on the counters an earlier reused
-    session opened (no discovery: what makes a short ``measure()`` cheap)."""
+    session opened (no discovery: what makes a short ``measure()`` cheap). With
+    ``socket``, through the local reader service listening there."""
+    if socket is not None:
+        return _quietwatt.Session(root, mechanism, domains, freq, samples_kept, reuse, socket)
     key = (root, None if domains is None else tuple(domains))
     chosen = mechanism or _CHOSEN.get(key)
     try:
@@ -93,7 +97,9 @@ def open_session(
             session = _quietwatt.Session(root, None, domains, freq, samples_kept, reuse)
         else:
             raise
-    if mechanism is None:
+    # Read through the local reader service (the counters refused here): not a
+    # mechanism to name next time; the next session finds the service again.
+    if mechanism is None and session.mechanism != "socket":
         _CHOSEN[key] = session.mechanism
     return session
 
@@ -162,3 +168,15 @@ class Environment:
         if self._emulator is not None:
             self._emulator.unmount()
             self._emulator = None
+
+
+def resolve_socket(socket: Union[str, "os.PathLike[str]", None]) -> Optional[str]:
+    """``socket=`` as a path, or ``None``."""
+    if socket is None:
+        return None
+    try:
+        return os.fspath(socket)
+    except TypeError:
+        raise BadArgument(
+            f"socket={socket!r}: give the path of the reader service's socket, e.g. '/run/quietwatt/reader.sock'"
+        ) from None

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Literal, Optional, Protocol, Type, 
 
 
 from . import _quietwatt
-from ._env import Domains, Emulate, Environment, open_session, resolve_domains
+from ._env import Domains, Emulate, Environment, open_session, resolve_domains, resolve_socket
 from ._results import MaxPower, Measurement
 
 if sys.version_info >= (3, 10):
@@ -88,6 +88,13 @@ class measure:
             shared by CPU time over the package's capacity; default none (every
             joule is split among what ran, so a lone busy process gets the idle
             power of the other CPUs too).
+        socket: read through the local reader service listening at this path
+            (``quietwatt serve --socket``), whatever this process may open.
+            Without it, a process refused the counters (no root) reads through
+            the service at ``$QUIETWATT_SOCKET`` or
+            ``/run/quietwatt/reader.sock`` when there is one; either way
+            :attr:`Measurement.mechanism` is ``"socket"``, and the uncertainty
+            holds the service's coarsening (docs/reader.md).
 
     Whose energy: the whole machine's. RAPL counts per package (socket) and
     per DRAM channel, so the figure includes every other process running on
@@ -120,8 +127,10 @@ class measure:
         max_power_w: MaxPower = None,
         share: Optional[Literal["process", "cgroup"]] = None,
         idle_watts: Optional[float] = None,
+        socket: Union[str, "os.PathLike[str]", None] = None,
     ):
         self._args = (root, mechanism, resolve_domains(domains), emulate)
+        self._socket = resolve_socket(socket)
         self._max_power_w = max_power_w
         self._share_args = (share, idle_watts)
         self._share: Optional[_quietwatt.Share] = None
@@ -143,7 +152,7 @@ class measure:
             if share is not None:
                 # Before the first reading: every switch of the block is seen.
                 self._share = _quietwatt.Share(env.root, share, idle_watts)
-            self._session = open_session(env.root, mechanism, domains, reuse=True)
+            self._session = open_session(env.root, mechanism, domains, reuse=True, socket=self._socket)
         except BaseException:
             self._share = None
             env.close()

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, Type, Union
 
 from . import _quietwatt
-from ._env import Domains, Emulate, Environment, open_session, resolve_domains, warn
+from ._env import Domains, Emulate, Environment, open_session, resolve_domains, resolve_socket, warn
 from ._errors import BadArgument
 from ._results import MaxPower, Measurement
 from ._schema import COLUMNS, conform
@@ -67,6 +67,7 @@ class Monitor:
         emulate: Emulate = "off",
         keep_s: float = 300.0,
         max_power_w: MaxPower = None,
+        socket: Union[str, "os.PathLike[str]", None] = None,
     ):
         if not (isinstance(freq, (int, float)) and freq > 0):
             raise BadArgument(f"freq={freq!r}: give a positive rate in Hz, e.g. freq=1000")
@@ -74,6 +75,7 @@ class Monitor:
             raise BadArgument(f"keep_s={keep_s!r}: give a positive number of seconds")
         self.freq = float(freq)
         self._args = (root, mechanism, resolve_domains(domains), emulate)
+        self._socket = resolve_socket(socket)
         self._keep = max(1, int(self.freq * keep_s))
         self._env: Optional[Environment] = None
         self._session: Optional[_quietwatt.Session] = None
@@ -96,7 +98,7 @@ class Monitor:
         root, mechanism, domains, emulate = self._args
         env = Environment(root, emulate)
         try:
-            self._session = open_session(env.root, mechanism, domains, self.freq, self._keep)
+            self._session = open_session(env.root, mechanism, domains, self.freq, self._keep, socket=self._socket)
         except BaseException:
             env.close()
             raise

@@ -15,6 +15,7 @@ class Session:
         freq: Optional[float] = None,
         samples_kept: Optional[int] = None,
         reuse: bool = False,
+        socket: Optional[str] = None,
     ) -> None: ...
     @property
     def mechanism(self) -> str: ...

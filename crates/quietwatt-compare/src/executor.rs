@@ -205,10 +205,27 @@ impl Executor for MeterExecutor<'_> {
     fn measure(&mut self, i: usize) -> Result<Run, ExecError> {
         self.prepare()?;
         let mut c = self.invocation(i)?.command();
-        let mut meter = Meter::new(
-            source::open(&self.root, self.mechanism, &self.selection)
-                .map_err(quietwatt::Error::from)?,
-        );
+        let source = match source::open(&self.root, self.mechanism, &self.selection) {
+            Ok(s) => s,
+            // Refused here, nothing named: the local reader service, if there is
+            // one (quietwatt::reader), a connection per run.
+            Err(e) if self.mechanism.is_none() => {
+                let want = quietwatt::reader::Want {
+                    interval: match self.config.rate {
+                        quietwatt::Rate::Fixed(f) => Some(f.period()),
+                        quietwatt::Rate::Auto { .. } => None,
+                    },
+                    resolution_uj: None,
+                };
+                match quietwatt::reader::fallback(&e, &self.selection, want) {
+                    Some(Ok(s)) => Box::new(s),
+                    Some(Err(e)) => return Err(quietwatt::Error::from(e).into()),
+                    None => return Err(quietwatt::Error::from(e).into()),
+                }
+            }
+            Err(e) => return Err(quietwatt::Error::from(e).into()),
+        };
+        let mut meter = Meter::new(source);
         let m = command::measure_watched(&mut meter, &mut c, &self.config, &mut *self.watch)?;
         if let Some(e) = m.error {
             return Err(ExecError::Stopped(e));

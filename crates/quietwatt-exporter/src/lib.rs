@@ -12,6 +12,9 @@
 //!   session only) or one sampled in the kernel, drained at each refresh; a
 //!   failed session is marked down, opened again every [`RETRY`], and its
 //!   counters go on from where they stopped ([`Continuity`]).
+//! - [`reader`]: the figures of each refresh published for the local reader
+//!   service (`serve --socket`, the `quietwatt-reader` crate), and the loop
+//!   that refreshes at the service's pace ([`Exporter::run_serving`]).
 //! - [`server`]: a small HTTP/1.x server that a slow, silent or malformed client
 //!   cannot starve; [`http`]: the request-head parsing and basic auth it uses,
 //!   pure and fuzzed.
@@ -26,6 +29,7 @@ mod config;
 mod exporter;
 pub mod exposition;
 pub mod http;
+pub mod reader;
 pub mod server;
 mod slots;
 

@@ -5,7 +5,7 @@ use crate::errors::{bad_argument, to_py};
 use pyo3::prelude::*;
 use quietwatt::source::listing::ListDocument;
 use quietwatt::source::{probe, probe_all, Probe};
-use quietwatt::SysRoot;
+use quietwatt::{Selection, SysRoot};
 use serde::Serialize;
 use std::path::Path;
 
@@ -72,11 +72,18 @@ pub fn domains_json(py: Python<'_>, root: &str, mechanism: Option<&str>) -> PyRe
     Ok(serde_json::to_string(&rows).unwrap_or_default())
 }
 
-/// Whether any mechanism can measure under `root`: it opens and its counters move.
+/// Whether any mechanism can measure under `root`: it opens and its counters
+/// move; or, where none can, the local reader service (`$QUIETWATT_SOCKET`,
+/// `/run/quietwatt/reader.sock`) lets this user read (what a session falls
+/// back to, so `emulate="auto"` measures through it rather than emulating).
 #[pyfunction]
 pub fn can_measure(py: Python<'_>, root: &str) -> bool {
     let root = SysRoot::new(root);
-    py.detach(|| probe_all(&root).iter().any(Probe::measures))
+    py.detach(|| {
+        probe_all(&root).iter().any(Probe::measures)
+            || quietwatt::reader::discovered(&Selection::all(), Default::default())
+                .is_some_and(|s| s.is_ok())
+    })
 }
 
 /// Whether `root` is where a quietwatt emulator is mounted.

@@ -151,9 +151,11 @@ impl Session {
     /// Opens the counters and takes the first reading; with `freq`, starts the
     /// sampler thread (the GIL is released while it samples). With `reuse` (and no
     /// `freq`), the counters opened by an earlier reused session at the same root,
-    /// mechanism and domains are read again instead of discovered anew.
+    /// mechanism and domains are read again instead of discovered anew. With
+    /// `socket`, through the local reader service listening there (never reused).
     #[new]
-    #[pyo3(signature = (root, mechanism=None, domains=None, freq=None, samples_kept=None, reuse=false))]
+    #[pyo3(signature = (root, mechanism=None, domains=None, freq=None, samples_kept=None, reuse=false, socket=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         root: &str,
@@ -162,15 +164,16 @@ impl Session {
         freq: Option<f64>,
         samples_kept: Option<usize>,
         reuse: bool,
+        socket: Option<std::path::PathBuf>,
     ) -> PyResult<Session> {
-        let key: Option<Key> = (reuse && freq.is_none()).then(|| {
+        let key: Option<Key> = (reuse && freq.is_none() && socket.is_none()).then(|| {
             (
                 root.to_string(),
                 mechanism.map(str::to_string),
                 domains.clone(),
             )
         });
-        let c = config(py, root, mechanism, domains, freq, samples_kept)?;
+        let c = config(py, root, mechanism, domains, freq, samples_kept)?.socket(socket);
         let s = py
             .detach(|| {
                 let cached = key.as_ref().and_then(|k| kept().remove(k));
@@ -190,7 +193,8 @@ impl Session {
         })
     }
 
-    /// The mechanism read (`powercap`, `perf`, `msr`).
+    /// The mechanism read (`powercap`, `perf`, `msr`; `socket` through the
+    /// local reader service).
     #[getter]
     fn mechanism(&self, py: Python<'_>) -> PyResult<&'static str> {
         self.with(py, |s| Ok(s.mechanism().name()))

@@ -277,7 +277,32 @@ impl RecordingBuilder {
             self.choice.drain = Hertz::new(self.drain_hz)
                 .map_err(|_| RecordingError::DrainRate { hz: self.drain_hz })?;
         }
-        let chosen = quietwatt::source::choose::open(&self.root, &self.choice)?;
+        let chosen = match quietwatt::source::choose::open(&self.root, &self.choice) {
+            Ok(c) => c,
+            // Refused here, nothing named: the local reader service, if there is
+            // one (docs/reader.md), asked for readings at the recording's rate.
+            Err(ChooseError::Source(e))
+                if self.choice.mechanism == MechanismRequest::Auto
+                    && !self.choice.stand_in_events =>
+            {
+                let want = quietwatt::reader::Want {
+                    interval: match self.engine.rate {
+                        Rate::Fixed(f) => Some(f.period()),
+                        Rate::Auto { .. } => None,
+                    },
+                    resolution_uj: None,
+                };
+                match quietwatt::reader::fallback(&e, &self.choice.selection, want) {
+                    Some(Ok(s)) => quietwatt::source::choose::Chosen {
+                        source: Box::new(s),
+                        fallback: None,
+                    },
+                    Some(Err(e)) => return Err(ChooseError::Source(e).into()),
+                    None => return Err(ChooseError::Source(e).into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut meter = Meter::new(chosen.source);
         let fallback = match (self.choice.mechanism.named(), chosen.fallback.as_deref()) {
             (Some(m), Some(r)) => Some((m, r)),

@@ -157,6 +157,14 @@ fn diagnose_one(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> Diagnos
                 }
             }
         }
+        // Never probed (not in `Mechanism::ALL`): the reader service is another
+        // process, reached by its socket.
+        Mechanism::Socket => Diagnosis {
+            mechanism: m,
+            works: p.result.is_ok(),
+            finding: "read through the reader service's socket".into(),
+            fix: None,
+        },
     }
 }
 

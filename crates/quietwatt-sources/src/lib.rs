@@ -80,6 +80,11 @@ pub enum Mechanism {
     Ebpf,
     /// A perf sampling group drained from its mmap ring.
     PerfRing,
+    /// The local reader service (`quietwatt serve --socket`): another process
+    /// reads the counters and answers over a Unix socket, coarsened by its access
+    /// policy (the `quietwatt-reader` crate's client). Opened by path, never by
+    /// [`open`]: it is not in [`Mechanism::ALL`], and nothing here probes it.
+    Socket,
 }
 
 impl Mechanism {
@@ -101,6 +106,7 @@ impl Mechanism {
             Mechanism::Msr => "msr",
             Mechanism::Ebpf => "ebpf",
             Mechanism::PerfRing => "perf-ring",
+            Mechanism::Socket => "socket",
         }
     }
 }
@@ -234,6 +240,16 @@ pub trait Source: Send {
     /// project's VM, so the engine's sampler runs where these are.
     fn read_cpus(&self) -> Vec<u32> {
         Vec::new()
+    }
+
+    /// How far a reading may lag the energy it stands for, when that is more
+    /// than the counters' own update (about 1 ms): a source whose values change
+    /// only every so often (the reader service, by its policy's interval and
+    /// the age of its readings). The meter counts at least this much of each
+    /// domain's energy as each figure's timing uncertainty. `None` (the
+    /// default): RAPL's own update, as the meter sees it.
+    fn update_interval(&self) -> Option<Duration> {
+        None
     }
 
     /// Polled (the default) or buffered in the kernel.
@@ -459,5 +475,10 @@ fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<d
         Mechanism::Msr => Ok(Box::new(msr::Msr::open(root, selection)?)),
         // Buffered in the kernel, at the default rates (`inkernel::open` takes others).
         Mechanism::Ebpf | Mechanism::PerfRing => crate::inkernel::open_source(root, m, selection),
+        // A process of its own, found by its socket's path (quietwatt-reader).
+        Mechanism::Socket => Err(Error::MechanismUnavailable {
+            mechanism: m.name(),
+            why: "the reader service is read through its socket: give --socket PATH (or QUIETWATT_SOCKET)".into(),
+        }),
     }
 }

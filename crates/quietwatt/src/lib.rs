@@ -107,6 +107,9 @@ pub mod safe_rate;
 pub mod sampler;
 pub mod session;
 pub mod sink;
+/// The local reader service's client and protocol (`quietwatt-reader`): what a
+/// [`Session`] reads through when it cannot open the counters itself.
+pub use quietwatt_reader as reader;
 /// The mechanisms (the `quietwatt-sources` crate, under the path it always had).
 pub use quietwatt_sources as source;
 /// The buffered mechanisms live with the others, in `source`; the old path stays.

@@ -18,6 +18,7 @@ pub mod repeat;
 pub mod run;
 pub mod runs;
 pub mod serve;
+pub mod serve_reader;
 pub mod top;
 pub mod trace;
 

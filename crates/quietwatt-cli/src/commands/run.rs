@@ -73,6 +73,12 @@ pub struct Args {
     /// a cache, reset a file), as hyperfine's --prepare.
     #[arg(long, value_name = "CMD", requires = "repeat")]
     prepare: Option<String>,
+    /// Read through the local reader service listening at PATH (`quietwatt
+    /// serve --socket`), as a user without access to the counters does. Without
+    /// it, that happens only where the counters cannot be opened here, through
+    /// the service at $QUIETWATT_SOCKET or /run/quietwatt/reader.sock.
+    #[arg(long, value_name = "PATH", conflicts_with = "mechanism")]
+    socket: Option<std::path::PathBuf>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -124,14 +130,22 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
     let in_kernel_freq = FreqArg::Fixed(Hertz::clamped(super::inkernel::DEFAULT_RUN_HZ));
     let selection = selection(&args.meter.domains)?;
-    let source = match super::inkernel::open(
-        env,
-        args.meter.mechanism,
-        &args.in_kernel,
-        args.meter.freq.unwrap_or(in_kernel_freq),
-        &selection,
-    ) {
-        Ok(source) => source,
+    let opened = match &args.socket {
+        Some(path) => super::serve_reader::connect(path, &selection, args.meter.freq),
+        None => super::inkernel::open(
+            env,
+            args.meter.mechanism,
+            &args.in_kernel,
+            args.meter.freq.unwrap_or(in_kernel_freq),
+            &selection,
+        )
+        .map(|s| (s, false))
+        .or_else(|f| {
+            super::serve_reader::instead(f, args.meter.mechanism, &selection, args.meter.freq)
+        }),
+    };
+    let (source, via_emulator) = match opened {
+        Ok(opened) => opened,
         // perf stat's habit: the command runs all the same, its energy unsupported
         // (a mechanism asked for by name that cannot open stays an error).
         Err(f) if f.code() == NO_RAPL && args.meter.mechanism.is_none() && !args.require_energy => {
@@ -199,7 +213,12 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         for w in m.measurement.warnings() {
             eprintln!("quietwatt: warning: {w}");
         }
-        let mut doc = RunDocument::new(&m, exit_code, env.is_emulated(), &config.rate);
+        let mut doc = RunDocument::new(
+            &m,
+            exit_code,
+            env.is_emulated() || via_emulator,
+            &config.rate,
+        );
         doc.notes = Some(notes.clone());
         let doc = doc.with(RunExtras {
             model_estimate: estimate.as_ref(),
@@ -211,7 +230,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             &args.command.join(" "),
             &m.measurement.energy,
             &config.rate,
-            env.is_emulated(),
+            env.is_emulated() || via_emulator,
         );
         if args.output.is_none() {
             eprint!("{text}");

@@ -106,6 +106,19 @@ pub struct Args {
     /// path; mount the host's read-only in a container.
     #[arg(long, value_name = "DIR", default_value = quietwatt_attribution::kubernetes::POD_LOGS, requires = "attribute")]
     pod_logs: PathBuf,
+    /// Also serve local users without privilege over a Unix socket (the reader
+    /// service: docs/reader.md), at PATH or, without one, at
+    /// /run/quietwatt/reader.sock. Each client is identified by the kernel and
+    /// gets what --policy allows it; `--listen none` serves the socket alone.
+    #[arg(long, value_name = "PATH", num_args = 0..=1,
+          default_missing_value = quietwatt::reader::DEFAULT_SOCKET)]
+    socket: Option<PathBuf>,
+    /// With --socket: the access policy (TOML: who may read which domains, at
+    /// what finest interval and resolution). Default: the group
+    /// quietwatt-readers, every 100 ms, to 1 mJ (against PLATYPUS); root is
+    /// never coarsened.
+    #[arg(long, value_name = "FILE", requires = "socket")]
+    policy: Option<PathBuf>,
     /// For tests and benchmarks on machines without RAPL: serve software counters
     /// of CPU 0 (cpu-clock as "package", task-clock as "core", nanoseconds counted
     /// as nanojoules) through --mechanism ebpf, perf-ring or perf.
@@ -218,12 +231,31 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     if let Some(a) = attribution {
         exporter.register(Box::new(a)).map_err(failure)?;
     }
+    let reader = match &args.socket {
+        Some(path) => Some(super::serve_reader::Reader::start(
+            path,
+            args.policy.as_deref(),
+            &mut exporter,
+        )?),
+        None => None,
+    };
+    if args.listen == "none" {
+        let Some(reader) = reader else {
+            return Err(Failure::usage(
+                "--listen none serves nothing without --socket: give --socket PATH, or an address to --listen",
+            ));
+        };
+        return serve_socket_only(&mut exporter, &reader, &stop_set);
+    }
     let listen = resolve_listen(&args.listen)?;
     let listener = TcpListener::bind(listen)
         .map_err(|e| Failure::new(USAGE, format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr().unwrap_or(listen);
     let server = Server::start(listener, auth, exporter.refresh())
         .map_err(|e| Failure::new(1, format!("cannot start the HTTP threads: {e}")))?;
+    if let Some(r) = &reader {
+        say_reader(r, &exporter);
+    }
     let how = match exporter.plan() {
         Plan::Buffered { drain, .. } => format!(
             " in the kernel, collected every {:.3} s",
@@ -265,13 +297,18 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     }
 
     let started = Instant::now();
-    exporter.run(&server, &mut |timeout| {
+    let mut wait = |timeout| {
         // One wake-up per refresh: the wait ends early only for a stop signal.
         if !signals::STOP.load(Ordering::Relaxed) && wait_for_stop(&stop_set, timeout) {
             signals::STOP.store(true, Ordering::Relaxed);
         }
         signals::STOP.load(Ordering::Relaxed)
-    });
+    };
+    match &reader {
+        Some(r) => exporter.run_serving(Some(&server), &r.board, r.every, &mut wait),
+        None => exporter.run(&server, &mut wait),
+    }
+    drop(reader);
     let samples = exporter.samples();
     // Stopping joins each sampler; the HTTP threads end with the process.
     exporter.stop();
@@ -282,6 +319,42 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         server.scrapes()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `serve --socket --listen none`: the reader service alone, until a stop
+/// signal.
+fn serve_socket_only(
+    exporter: &mut Exporter,
+    reader: &super::serve_reader::Reader,
+    stop_set: &libc::sigset_t,
+) -> Result<ExitCode, Failure> {
+    say_reader(reader, exporter);
+    let started = Instant::now();
+    exporter.run_serving(None, &reader.board, reader.every, &mut |timeout| {
+        if !signals::STOP.load(Ordering::Relaxed) && wait_for_stop(stop_set, timeout) {
+            signals::STOP.store(true, Ordering::Relaxed);
+        }
+        signals::STOP.load(Ordering::Relaxed)
+    });
+    eprintln!(
+        "quietwatt: stopped after {:.1} s: {} samples",
+        started.elapsed().as_secs_f64(),
+        exporter.samples()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The line that says where the reader service listens.
+fn say_reader(r: &super::serve_reader::Reader, exporter: &Exporter) {
+    eprintln!(
+        "quietwatt: reader service on {} ({}, refreshed every {:.3} s; docs/reader.md)",
+        r.path().display(),
+        match exporter.unavailable_reason() {
+            Some(why) => format!("no counter read: {why}"),
+            None => format!("{} counters", exporter.plan().mechanism().name()),
+        },
+        r.every.as_secs_f64()
+    );
 }
 
 /// Domains' names, comma-separated.

@@ -28,6 +28,7 @@ mod profile_edges;
 mod profile_pprof;
 mod profile_trace;
 mod profile_truth;
+mod reader;
 mod record_stop;
 mod recording_edges;
 mod serve;

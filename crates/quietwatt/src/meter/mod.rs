@@ -75,6 +75,10 @@ struct Tally {
     /// What a subdomain counted beyond its package and is held back until the
     /// next reading ([`Tally::check_subdomains`]).
     pending: Vec<Pending>,
+    /// How long a reading may lag the truth at least ([`Source::update_interval`]:
+    /// the reader service's interval and the age of its readings), beyond what
+    /// the counters' standing still shows.
+    update_floor: Duration,
 }
 
 impl Tally {
@@ -104,6 +108,7 @@ impl Tally {
                 .collect(),
             from: vec![0; n],
             pending: vec![Pending::default(); n],
+            update_floor: Duration::ZERO,
         }
     }
 
@@ -191,7 +196,8 @@ pub struct CounterEvent {
 impl Meter {
     /// A meter over `source`; nothing is read until [`Meter::sample`].
     pub fn new(source: Box<dyn Source>) -> Meter {
-        let t = Tally::new(source.channels());
+        let mut t = Tally::new(source.channels());
+        t.update_floor = source.update_interval().unwrap_or_default();
         Meter {
             reads: Reads::Source(source),
             t,
@@ -219,8 +225,10 @@ impl Meter {
     /// `source` takes ([`Meter::for_channels`]).
     pub fn describing(source: &dyn Source) -> Meter {
         let channels = source.channels().to_vec();
+        let mut t = Tally::new(&channels);
+        t.update_floor = source.update_interval().unwrap_or_default();
         Meter {
-            t: Tally::new(&channels),
+            t,
             reads: Reads::Fed {
                 mechanism: source.mechanism(),
                 label: source.label(),
@@ -235,8 +243,10 @@ impl Meter {
     /// meter is given too.
     pub fn like(&self) -> Meter {
         let channels = self.channels().to_vec();
+        let mut t = Tally::new(&channels);
+        t.update_floor = self.t.update_floor;
         Meter {
-            t: Tally::new(&channels),
+            t,
             reads: Reads::Fed {
                 mechanism: self.mechanism(),
                 label: self.label(),
@@ -511,7 +521,7 @@ impl Meter {
             .counters
             .iter()
             .zip(&ids)
-            .map(|(c, id)| domain_energy(c, *id, elapsed))
+            .map(|(c, id)| domain_energy(c, *id, elapsed, self.t.update_floor))
             .collect();
         let moved: Vec<bool> = self
             .t
@@ -659,7 +669,9 @@ impl Meter {
                 continue; // said above
             }
             let still = Duration::from_nanos(self.t.last_ns.saturating_sub(changed));
-            if still >= STALE_AFTER {
+            // A source that changes only every so often (the reader service)
+            // is not frozen for standing still twice that long.
+            if still >= STALE_AFTER.max(2 * self.t.update_floor) {
                 warnings.push(Warning::new(WarningKind::Counter, format!(
                     "{} ({}): the counter did not advance during the last {:.3} s: a frozen counter, or a domain drawing no power",
                     c.id,

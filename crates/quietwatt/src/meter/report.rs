@@ -109,7 +109,13 @@ pub struct EnergyReport {
 /// two truncated readings), the energy of one update interval (each reading lags the
 /// truth by up to one update), and the energy of the time whose energy was lost to a
 /// reset or glitch (estimated at the counter's mean power).
-pub(super) fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> DomainEnergy {
+/// `floor`: the least a reading may lag ([`crate::source::Source::update_interval`]).
+pub(super) fn domain_energy(
+    c: &Counter,
+    id: DomainId,
+    elapsed: Duration,
+    floor: Duration,
+) -> DomainEnergy {
     let energy = c.total();
     let (intervals, _) = c.intervals();
     let t = elapsed.as_secs_f64();
@@ -121,6 +127,7 @@ pub(super) fn domain_energy(c: &Counter, id: DomainId, elapsed: Duration) -> Dom
         .longest_still()
         .min(LONGEST_UPDATE)
         .max(UPDATE_INTERVAL)
+        .max(floor)
         .as_secs_f64();
     let counted = (t - c.lost().as_secs_f64()).max(0.0);
     let power = if counted > 0.0 {

@@ -478,3 +478,50 @@ fn a_block_with_no_counter_update_is_bounded_by_what_the_domain_can_draw() {
     let d = &meter.report().domains[0];
     assert!(d.energy_j.0 + d.uncertainty_j.0 >= 0.034, "{d:?}");
 }
+
+/// A source whose readings change only every 200 ms (the reader service's
+/// policy and the age of its readings): each figure's uncertainty holds that
+/// much of the domain's energy, where the same readings from RAPL hold one
+/// millisecond's.
+#[test]
+fn a_source_that_updates_slowly_widens_the_uncertainty_by_its_interval() {
+    struct Slow(Scripted);
+    impl Source for Slow {
+        fn mechanism(&self) -> Mechanism {
+            Mechanism::Socket
+        }
+        fn channels(&self) -> &[Channel] {
+            self.0.channels()
+        }
+        fn read(&mut self, out: &mut [u64]) -> crate::error::SourceResult<()> {
+            self.0.read(out)
+        }
+        fn update_interval(&self) -> Option<Duration> {
+            Some(Duration::from_millis(200))
+        }
+    }
+    let scripted = || Scripted {
+        channels: vec![channel(0, Domain::Package, u64::MAX)],
+        values: Vec::new(),
+        next: 0,
+    };
+    let mut plain = Meter::describing(&scripted());
+    let mut slow = Meter::describing(&Slow(scripted()));
+    // 10 W, read every second for 3 s, 1 µJ steps.
+    for (k, m) in [&mut plain, &mut slow].into_iter().enumerate() {
+        for s in 0..4u64 {
+            m.feed(s * 1_000_000_000, &[s * 10_000_000]).unwrap();
+        }
+        let d = &m.report().domains[0];
+        assert_eq!(d.energy_j, Joules(30.0));
+        let (u, update) = (d.uncertainty_j.0, d.update_interval_s);
+        if k == 0 {
+            assert!(u < 0.02 && update < 0.002, "RAPL-like: ± {u} J, {update} s");
+        } else {
+            assert!((update - 0.2).abs() < 1e-9, "{update} s");
+            assert!((u - (1e-6 + 10.0 * 0.2)).abs() < 1e-6, "± {u} J");
+        }
+    }
+    // A window over the slow meter's readings keeps its interval.
+    assert!((slow.like().report().domains[0].update_interval_s - 0.2).abs() < 1e-9);
+}

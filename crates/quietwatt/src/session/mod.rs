@@ -38,6 +38,7 @@
 mod engine;
 mod guard;
 mod samples;
+mod socket;
 
 pub use crate::measurement::SampleStats;
 pub use samples::{SampleRow, DEFAULT_SAMPLES_KEPT};
@@ -50,7 +51,7 @@ use crate::meter::{monotonic_ns, Meter};
 use crate::overhead::{Overhead, ThreadUsage};
 use crate::root::SysRoot;
 use crate::source::inkernel::{self, DEFAULT_DRAIN_HZ};
-use crate::source::{self, Mechanism, Mode, Selection, Source};
+use crate::source::{Mechanism, Mode, Selection, Source};
 use crate::ticker::{Hertz, TimerFd};
 use crate::warning::{Warning, WarningKind};
 use engine::{SamplerEnd, Shared, State};
@@ -74,6 +75,7 @@ pub struct SessionConfig {
     rate: Option<Hertz>,
     drain: Hertz,
     samples_kept: usize,
+    socket: Option<std::path::PathBuf>,
 }
 
 impl Default for SessionConfig {
@@ -85,6 +87,7 @@ impl Default for SessionConfig {
             rate: None,
             drain: Hertz::clamped(DEFAULT_DRAIN_HZ),
             samples_kept: DEFAULT_SAMPLES_KEPT,
+            socket: None,
         }
     }
 }
@@ -191,7 +194,7 @@ impl Session {
     pub fn start(config: SessionConfig) -> Result<Session> {
         let mut notes = Vec::new();
         let source = match config.mechanism {
-            Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) => {
+            Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) if config.socket.is_none() => {
                 let Some(freq) = config.rate else {
                     return Err(Error::NeedsRate {
                         mechanism: m.name(),
@@ -208,7 +211,7 @@ impl Session {
                     }
                 }
             }
-            m => source::open(&config.root, m, &config.domains)?,
+            m => socket::open(&config, m)?,
         };
         let mut session = Session::start_on(source, config)?;
         session.notes.extend(notes);
@@ -217,7 +220,7 @@ impl Session {
 
     /// Like [`Session::start`], on counters already opened: no discovery (zone
     /// names, units, ranges, quirks), only the first reading. The source comes from
-    /// [`Session::stop_reusable`] of an earlier session (or [`source::open`], or
+    /// [`Session::stop_reusable`] of an earlier session (or [`crate::source::open`], or
     /// [`inkernel::open`]); the config's rate and buffer apply, its root, mechanism
     /// and domains are the source's. A caller that measures many short regions
     /// keeps one source. A buffered source (ebpf, perf-ring) always gets a sampler
