@@ -9,7 +9,9 @@
 //!   `truth.json` have a TTL of 0; the rest 1 s.
 //! - The mount has no `default_permissions`: permissions are checked here, as the
 //!   kernel would for root-owned files of the node's mode (root bypasses them, as
-//!   with CAP_DAC_OVERRIDE; an `eacces` fault refuses even root).
+//!   with CAP_DAC_OVERRIDE; a caller holding CAP_DAC_READ_SEARCH reads every file,
+//!   as the least-privilege units in `contrib/systemd/` rely on; an `eacces`
+//!   fault refuses even root).
 
 use crate::layout::{Content, Ino, Kind, Node};
 use crate::msr::{self, Register, GARBAGE};
@@ -25,6 +27,24 @@ use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// capability(7)'s bits.
+const CAP_DAC_OVERRIDE: u32 = 1;
+const CAP_DAC_READ_SEARCH: u32 = 2;
+
+/// The effective capabilities of the thread that made a request (`CapEff` of
+/// `/proc/PID/status`), as the kernel's own check would see them: FUSE passes
+/// only the caller's ids. None when it cannot be read (it exited).
+fn effective_caps(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
 
 /// How long the kernel may cache what cannot change.
 const STATIC_TTL: Duration = Duration::from_secs(1);
@@ -118,11 +138,21 @@ impl EmulatorFs {
         }
         let mode = node.mode;
         let is_dir = matches!(node.kind, Kind::Dir(_));
-        if req.uid() == 0 {
-            // CAP_DAC_OVERRIDE: anything but executing a file with no x bit.
+        let caps = if req.uid() == 0 {
+            u64::MAX
+        } else {
+            effective_caps(req.pid())
+        };
+        if caps & (1 << CAP_DAC_OVERRIDE) != 0 {
+            // Anything but executing a file with no x bit.
             if want.exec && !is_dir && mode & 0o111 == 0 {
                 return Err(Errno::EACCES);
             }
+            return Ok(());
+        }
+        // Reading any file, searching any directory (the capability the
+        // exporter's and the reader service's units grant instead of root).
+        if caps & (1 << CAP_DAC_READ_SEARCH) != 0 && !want.write && (!want.exec || is_dir) {
             return Ok(());
         }
         let bits = if req.gid() == 0 {

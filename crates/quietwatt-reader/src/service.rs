@@ -28,7 +28,7 @@ use rustix::event::{poll, PollFd, PollFlags};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,6 +113,27 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// The socket systemd passed to this process (socket activation: the
+/// `quietwatt-reader.socket` unit in `contrib/systemd/`), with the path it
+/// listens at; `None` when none was passed. systemd made it, owns its mode and
+/// group, and removes it: the service only accepts on it.
+pub fn activated() -> Option<std::io::Result<(UnixListener, PathBuf)>> {
+    let listener = quietwatt_sys::socket::activated_listener()?;
+    Some(listener.and_then(|l| {
+        let path = l
+            .local_addr()?
+            .as_pathname()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    ErrorKind::InvalidInput,
+                    "the socket systemd passed has no path (abstract or unnamed): give the .socket unit ListenStream=/run/quietwatt/reader.sock",
+                )
+            })?;
+        Ok((l, path))
+    }))
+}
+
 /// The supplementary groups of process `pid`, from `/proc/PID/status` (empty
 /// when it cannot be read: the process is gone, or /proc is hidden).
 pub fn groups_of(pid: i32) -> Vec<u32> {
@@ -136,7 +157,13 @@ fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
         uid: c.uid.as_raw(),
         gid: c.gid.as_raw(),
         pid,
-        groups: if pid > 0 { groups_of(pid) } else { Vec::new() },
+        // From the kernel's record of the connection; /proc only where the
+        // kernel is older than 4.13 (a hardened service may not see it).
+        groups: match quietwatt_sys::socket::peer_groups(stream) {
+            Ok(g) => g,
+            Err(_) if pid > 0 => groups_of(pid),
+            Err(_) => Vec::new(),
+        },
     })
 }
 

@@ -27,6 +27,7 @@ pub mod clock;
 pub mod perf;
 pub mod process;
 pub mod ring;
+pub mod socket;
 pub mod thread;
 pub mod timer;
 pub mod usage;

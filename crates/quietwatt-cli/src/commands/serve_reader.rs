@@ -20,12 +20,15 @@ pub struct Reader {
     /// How often the exporter refreshes for it.
     pub every: Duration,
     path: PathBuf,
+    /// Bound here, so removed here (systemd removes the sockets it made).
+    owned: bool,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Reader {
-    /// Loads the policy, binds `path`, publishes the exporter's first figures
+    /// Loads the policy, binds `path` (or takes the socket systemd passed),
+    /// publishes the exporter's first figures
     /// and starts the service's thread.
     pub fn start(
         path: &Path,
@@ -49,16 +52,30 @@ impl Reader {
         let board = Arc::new(Board::new(exporter.service_info(every)));
         let first = exporter.refresh();
         exporter.publish_to(&board, 1, &first);
-        let listener = quietwatt::reader::service::bind(path).map_err(|e| {
-            Failure::new(
-                USAGE,
-                format!(
-                    "--socket {}: {e}; give a path in a directory you may write (the service's default is {}, which needs root)",
-                    path.display(),
-                    quietwatt::reader::DEFAULT_SOCKET
-                ),
-            )
-        })?;
+        // Under systemd the socket unit made the socket (its mode, its group)
+        // and passed it; otherwise it is bound here.
+        let (listener, path, owned) = match quietwatt::reader::service::activated() {
+            Some(Ok((l, at))) => (l, at, false),
+            Some(Err(e)) => {
+                return Err(Failure::new(
+                    USAGE,
+                    format!("the socket passed by systemd: {e}"),
+                ))
+            }
+            None => {
+                let l = quietwatt::reader::service::bind(path).map_err(|e| {
+                    Failure::new(
+                        USAGE,
+                        format!(
+                            "--socket {}: {e}; give a path in a directory you may write (the service's default is {}, which needs root)",
+                            path.display(),
+                            quietwatt::reader::DEFAULT_SOCKET
+                        ),
+                    )
+                })?;
+                (l, path.to_path_buf(), true)
+            }
+        };
         let service = Service::new(listener, policy, Limits::default(), Arc::clone(&board), log)
             .map_err(|e| Failure::new(1, format!("--socket {}: {e}", path.display())))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -68,7 +85,8 @@ impl Reader {
         Ok(Reader {
             board,
             every,
-            path: path.to_path_buf(),
+            path,
+            owned,
             stop,
             thread: Some(thread),
         })
@@ -81,13 +99,15 @@ impl Reader {
 }
 
 impl Drop for Reader {
-    /// Stops the service and removes its socket.
+    /// Stops the service and removes the socket it bound.
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if self.owned {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

@@ -29,6 +29,7 @@ mod profile_pprof;
 mod profile_trace;
 mod profile_truth;
 mod reader;
+mod reader_systemd;
 mod record_stop;
 mod recording_edges;
 mod serve;
