@@ -167,6 +167,16 @@ class Measurement:
         return self.report.get("mechanism")
 
     @property
+    def via(self) -> Optional[Dict[str, Any]]:
+        """Where the counters were read through the local reader service
+        (``mechanism == "socket"``): its ``socket``, the ``mechanism`` it reads
+        with, the ``uid`` it saw, and the ``interval_s`` and ``resolution_uj``
+        its policy granted (``coarsened``: finer was asked for). ``None`` where
+        they were read in this process."""
+        via = self.report.get("via")
+        return via if isinstance(via, dict) else None
+
+    @property
     def duration_s(self) -> Optional[float]:
         """Seconds between the first and the last reading."""
         return self.report.get("duration_s")

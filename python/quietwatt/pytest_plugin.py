@@ -71,7 +71,10 @@ class EnergyPlugin:
         # with the reason, not in every test.
         probe = _quietwatt.Session(self.env.root, self.mechanism, self.domains)
         report, _ = probe.stop()
-        self.mechanism = json.loads(report)["mechanism"]
+        opened = json.loads(report)
+        self.mechanism = opened["mechanism"]
+        #: The reader service read through, and what it granted (None: read here).
+        self.via: Optional[Dict[str, Any]] = opened.get("via")
         # Read through the local reader service (the counters refused here), each
         # test's session finds it again: "socket" is no mechanism to name.
         self._opens: Optional[str] = None if self.mechanism == "socket" else self.mechanism
@@ -197,6 +200,7 @@ class EnergyPlugin:
                 "host": self.host,
                 "timestamp": self.timestamp,
                 "mechanism": self.mechanism,
+                **({"via": self.via} if self.via else {}),
                 "emulated": self.env.emulated,
                 "total_energy_j": self.total(),
                 "budget_j": self.config.getoption("energy_budget"),

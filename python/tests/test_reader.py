@@ -124,11 +124,15 @@ def test_measure_as_nobody_reads_the_emulators_energy_through_the_service(emu, s
         "warnings.simplefilter('ignore')\n"
         "with qw.measure() as m:\n"
         "    time.sleep(1)\n"
-        "print(json.dumps({'mechanism': m.mechanism, 'report': m.report}))\n",
+        "print(json.dumps({'mechanism': m.mechanism, 'via': m.via, 'report': m.report}))\n",
         service,
         emu.root,
     )
     assert doc["mechanism"] == "socket", doc
+    # Where it read through, and what the policy granted nobody.
+    via = doc["via"]
+    assert via["socket"] == service and via["mechanism"] == "powercap" and via["emulated"] is True, via
+    assert (via["uid"], via["interval_s"], via["resolution_uj"], via["coarsened"]) == (65534, 0.1, 1000, False), via
     # emulate="auto" emulates only where nothing can measure: the service can.
     auto = as_nobody(
         "import json, warnings, quietwatt as qw\n"
@@ -187,6 +191,8 @@ def test_socket_names_the_service_whatever_this_process_may_open(emu, service):
     with qw.measure(root=emu.root, socket=service) as m:
         time.sleep(0.5)
     assert m.mechanism == "socket"
+    # Root is never coarsened: its readings are the service's own.
+    assert m.via is not None and m.via["uid"] == 0 and m.via["resolution_uj"] == 1, m.via
     package = next(d for d in m.domains if d.domain == "package")
     assert abs(package.energy_j - 20.0 * m.duration_s) <= package.uncertainty_j + 20.0 * 0.25
     with qw.Monitor(freq=20, root=emu.root, socket=pathlib.Path(service)) as mon:
@@ -220,6 +226,7 @@ def test_pytest_energy_as_nobody_measures_each_test_through_the_service(emu, ser
     assert doc["code"] == 0, doc
     report = doc["doc"]
     assert report["mechanism"] == "socket", report
+    assert report["via"]["socket"] == service and report["via"]["uid"] == 65534, report
     (test,) = report["tests"]
     # Package and DRAM of the emulator (24 W) over the test's call, within its
     # uncertainty and a loaded machine's quarter second.

@@ -16,7 +16,7 @@ use crate::ReaderError;
 use quietwatt_core::counter::Wrap;
 use quietwatt_core::domain::{Domain, DomainId, Socket};
 use quietwatt_core::units::EnergyUnit;
-use quietwatt_sources::{Channel, Mechanism, Selection, Source};
+use quietwatt_sources::{Channel, Mechanism, Selection, Source, Via};
 use quietwatt_sys::clock::monotonic_ns;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -49,6 +49,7 @@ pub struct SocketSource {
     last: Option<(u64, Vec<u64>)>,
     ask_at_ns: u64,
     notes: Vec<String>,
+    via: Option<Via>,
     line: String,
 }
 
@@ -99,6 +100,7 @@ impl SocketSource {
             last: None,
             ask_at_ns: 0,
             notes: Vec::new(),
+            via: None,
             line: String::new(),
         };
         let hello = Request::Hello {
@@ -157,6 +159,15 @@ impl SocketSource {
             } else {
                 ""
             }
+        ));
+        s.via = Some(Via::new(
+            path.to_path_buf(),
+            welcome.mechanism.clone(),
+            welcome.emulated,
+            welcome.uid,
+            welcome.interval_ns.max(welcome.refresh_ns) as f64 / 1e9,
+            resolution,
+            welcome.coarsened,
         ));
         s.welcome = welcome;
         Ok(s)
@@ -253,6 +264,10 @@ impl Source for SocketSource {
 
     fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    fn via(&self) -> Option<&Via> {
+        self.via.as_ref()
     }
 
     /// A reading is published at least every refresh, sent at most every

@@ -206,6 +206,52 @@ pub struct Reading<'a> {
 /// not energy, and no report may say they were read through a real mechanism.
 pub const STAND_IN_LABEL: &str = "stand-in (software events, not energy)";
 
+/// Counters read by another process on this one's behalf (the local reader
+/// service, `Mechanism::Socket`), and what it granted: in every report beside
+/// the figures (`"via"` in the JSON documents), so that readings coarsened by
+/// a policy are never taken for the counters read here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Via {
+    /// The service's socket.
+    pub socket: PathBuf,
+    /// The mechanism the service reads the counters with (`powercap`, `perf`...).
+    pub mechanism: String,
+    /// Whether the service reads quietwatt's emulator, not RAPL.
+    pub emulated: bool,
+    /// The user id the kernel named to the service (`SO_PEERCRED`).
+    pub uid: u32,
+    /// The finest interval between two different readings granted, s.
+    pub interval_s: f64,
+    /// Each energy is rounded down to a multiple of this, µJ.
+    pub resolution_uj: u64,
+    /// Whether finer was asked for, and the policy coarsened it.
+    pub coarsened: bool,
+}
+
+impl Via {
+    /// What a service at `socket` granted.
+    pub fn new(
+        socket: PathBuf,
+        mechanism: String,
+        emulated: bool,
+        uid: u32,
+        interval_s: f64,
+        resolution_uj: u64,
+        coarsened: bool,
+    ) -> Via {
+        Via {
+            socket,
+            mechanism,
+            emulated,
+            uid,
+            interval_s,
+            resolution_uj,
+            coarsened,
+        }
+    }
+}
+
 /// A mechanism opened on a set of channels, ready to be read again and again.
 pub trait Source: Send {
     /// Which mechanism this is; for a stand-in (software events or files read in
@@ -249,6 +295,13 @@ pub trait Source: Send {
     /// domain's energy as each figure's timing uncertainty. `None` (the
     /// default): RAPL's own update, as the meter sees it.
     fn update_interval(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Where the counters are read by another process on this one's behalf
+    /// (the reader service): every report says so. `None` (the default): read
+    /// here.
+    fn via(&self) -> Option<&Via> {
         None
     }
 

@@ -220,6 +220,9 @@ pub struct RecordDocument<X = ()> {
     /// What the kernel side of an in-kernel mechanism did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelFigures>,
+    /// The reader service the counters were read through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<crate::source::Via>,
     /// The caller's additions.
     #[serde(flatten)]
     pub extra: X,
@@ -267,6 +270,7 @@ impl RecordDocument {
             notes: None,
             exit_code: None,
             kernel: m.kernel.clone(),
+            via: m.via.clone(),
             extra: (),
         }
     }
@@ -287,6 +291,7 @@ impl RecordDocument {
             notes: self.notes,
             exit_code: self.exit_code,
             kernel: self.kernel,
+            via: self.via,
             extra,
         }
     }

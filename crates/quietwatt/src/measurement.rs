@@ -65,6 +65,10 @@ pub struct Measurement {
     /// slice, a profile's sample) are placed against.
     #[serde(skip)]
     pub span_ns: Option<(u64, u64)>,
+    /// The reader service the counters were read through, and what it granted
+    /// (`"via"`); absent where they were read here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<crate::source::Via>,
 }
 
 impl Measurement {
@@ -82,6 +86,7 @@ impl Measurement {
             span_ns: meter
                 .first_reading_ns()
                 .map(|first| (first, first + meter.elapsed().as_nanos() as u64)),
+            via: meter.via().cloned(),
         }
     }
 

@@ -200,6 +200,26 @@ fn an_unprivileged_user_reads_the_emulators_energy_through_the_service() {
     );
     let err = common::stderr(&o);
     assert!(err.contains("read through the reader service"), "{err}");
+    // The same, for programs: where, through what, and what was granted.
+    assert_eq!(
+        doc["via"],
+        serde_json::json!({
+            "socket": s.socket(),
+            "mechanism": "powercap",
+            "emulated": true,
+            "uid": 65534,
+            "interval_s": 0.1,
+            "resolution_uj": 1000,
+            "coarsened": false,
+        }),
+        "{doc}"
+    );
+    // Read here, as root: no "via".
+    let here = common::quietwatt(m.root(), &["run", "--json", "--", "true"]);
+    assert!(here.status.success(), "{}", common::stderr(&here));
+    let here = json(&here);
+    assert_eq!(here["mechanism"], "powercap");
+    assert!(here.get("via").is_none(), "{here}");
     let d = doc["duration_s"].as_f64().unwrap();
     for (name, watts) in [("package", PACKAGE_W), ("dram", DRAM_W)] {
         let dom = domain(&doc, name).unwrap_or_else(|| panic!("no {name}: {doc}"));
@@ -333,6 +353,8 @@ fn record_and_repeated_runs_read_through_the_service_as_well() {
     assert!(o.status.success(), "{}", common::stderr(&o));
     let doc = json(&o);
     assert_eq!(doc["mechanism"], "socket", "{doc}");
+    assert_eq!(doc["via"]["socket"], s.socket().to_str().unwrap(), "{doc}");
+    assert_eq!(doc["via"]["interval_s"], 0.1, "{doc}");
     let p = domain(&doc, "package").expect("package");
     let (e, u) = (
         p["energy_j"].as_f64().unwrap(),

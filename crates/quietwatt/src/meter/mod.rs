@@ -4,7 +4,7 @@
 use crate::counter::{period_may_hide_wraps, Counter, Marks, Step, StepKind, Wrap};
 use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
 use crate::error::{Error, Result, SourceError};
-use crate::source::{Channel, Mechanism, Mode, Reading, Source};
+use crate::source::{Channel, Mechanism, Mode, Reading, Source, Via};
 use crate::units::Joules;
 use crate::warning::{Warning, WarningKind};
 use std::time::Duration;
@@ -47,6 +47,7 @@ enum Reads {
         label: &'static str,
         channels: Vec<Channel>,
         notes: Vec<String>,
+        via: Option<Via>,
     },
 }
 
@@ -216,6 +217,7 @@ impl Meter {
                 label: mechanism.name(),
                 channels,
                 notes,
+                via: None,
             },
         }
     }
@@ -234,6 +236,7 @@ impl Meter {
                 label: source.label(),
                 channels,
                 notes: source.notes().to_vec(),
+                via: source.via().cloned(),
             },
         }
     }
@@ -252,6 +255,7 @@ impl Meter {
                 label: self.label(),
                 channels,
                 notes: self.notes().to_vec(),
+                via: self.via().cloned(),
             },
         }
     }
@@ -349,6 +353,15 @@ impl Meter {
         match &self.reads {
             Reads::Source(s) => s.notes(),
             Reads::Fed { notes, .. } => notes,
+        }
+    }
+
+    /// The process that reads the counters on this one's behalf, if any
+    /// ([`Source::via`]).
+    pub fn via(&self) -> Option<&Via> {
+        match &self.reads {
+            Reads::Source(s) => s.via(),
+            Reads::Fed { via, .. } => via.as_ref(),
         }
     }
 
