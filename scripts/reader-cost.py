@@ -17,7 +17,10 @@ order:
   the client process's CPU per second and the rate it got, and the service's
   CPU per second meanwhile;
 - `idle`: the service's CPU per second over 5 s with no client, and with ten
-  nobody clients each running a 1 kHz Monitor.
+  nobody clients each running a 1 kHz Monitor; the same for a second service
+  as the systemd unit runs it (its default rate, 10 Hz, and the default
+  policy's 100 ms and 1 mJ, here granted to nobody), where each of the ten
+  Monitors gets a new reading every 100 ms.
 
 Figures: medians over rounds with seeded 95 % bootstrap intervals, and the
 ratio of nobody's to root's per round.
@@ -39,6 +42,7 @@ import tempfile
 import time
 
 POLICY = "version = 1\n[[allow]]\nusers = [65534]\ninterval_ms = 1\nresolution_uj = 1\n"
+DEFAULT_POLICY = "version = 1\n[[allow]]\nusers = [65534]\ninterval_ms = 100\nresolution_uj = 1000\n"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 CLIENT = r"""
@@ -107,10 +111,13 @@ def main():
     root = os.path.join(work, "emu")
     os.mkdir(root)
     sock = os.path.join(work, "reader.sock")
+    sock_default = os.path.join(work, "default.sock")
     policy = os.path.join(work, "policy.toml")
-    with open(policy, "w") as f:
-        f.write(POLICY)
-    os.chmod(policy, 0o644)
+    policy_default = os.path.join(work, "default.toml")
+    for path, text in ((policy, POLICY), (policy_default, DEFAULT_POLICY)):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
     procs = []
     try:
         procs.append(subprocess.Popen([qw, "emulate", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -120,28 +127,34 @@ def main():
             time.sleep(0.05)
         else:
             sys.exit("reader-cost: the emulator did not come up")
-        service = subprocess.Popen(
-            [qw, "--root", root, "serve", "--listen", "none", "-m", "powercap", "--freq", "1000"]
-            + ["--socket", sock, "--policy", policy],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        procs.append(service)
-        for _ in range(600):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
-        else:
+
+        def serve(path, policy, freq):
+            p = subprocess.Popen(
+                [qw, "--root", root, "serve", "--listen", "none", "-m", "powercap"]
+                + (["--freq", freq] if freq else [])
+                + ["--socket", path, "--policy", policy],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            procs.append(p)
+            for _ in range(600):
+                if os.path.exists(path):
+                    return p
+                time.sleep(0.05)
             sys.exit("reader-cost: serve --socket did not start")
+
+        service = serve(sock, policy, "1000")
+        service_default = serve(sock_default, policy_default, None)
         python = os.path.realpath(sys.executable)
         env = dict(os.environ, QUIETWATT_ROOT=root, PYTHONPATH=os.path.join(work, "py"), PYTHONDONTWRITEBYTECODE="1")
         env.pop("QUIETWATT_SOCKET", None)
         as_nobody = dict(env, QUIETWATT_SOCKET=sock)
 
-        def client(who, what, n):
+        def client(who, what, n, socket=sock):
             argv = [python, "-c", CLIENT, what, str(n)]
             argv = NOBODY + argv if who == "nobody" else argv
-            return subprocess.Popen(argv, env=as_nobody if who == "nobody" else env, cwd="/",
+            e = dict(as_nobody, QUIETWATT_SOCKET=socket) if who == "nobody" else env
+            return subprocess.Popen(argv, env=e, cwd="/",
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         def result(p):
@@ -158,19 +171,23 @@ def main():
             figures.setdefault(key, []).append(value)
 
         for r in range(a.rounds):
-            jobs = [(w, k) for w in ("root", "nobody") for k in ("blocks", "monitor")] + [("idle", 0), ("idle", 10)]
+            jobs = [(w, k) for w in ("root", "nobody") for k in ("blocks", "monitor")]
+            jobs += [(w, n) for w in ("idle", "idle-default") for n in (0, 10)]
             rng.shuffle(jobs)
             for who, what in jobs:
-                if who == "idle":
-                    ps = [client("nobody", "monitor", a.seconds) for _ in range(what)]
+                if who.startswith("idle"):
+                    default = who == "idle-default"
+                    svc, at = (service_default, sock_default) if default else (service, sock)
+                    name = "service at 10 Hz, 100 ms policy" if default else "service at 1 kHz, 1 ms policy"
+                    ps = [client("nobody", "monitor", a.seconds + 1, at) for _ in range(what)]
                     for p in ps:
                         p.stdout.readline()
-                    c0, t0 = proc_cpu(service.pid), time.monotonic()
+                    c0, t0 = proc_cpu(svc.pid), time.monotonic()
                     time.sleep(a.seconds)
-                    add(f"service, {what} clients", (proc_cpu(service.pid) - c0) / (time.monotonic() - t0))
+                    add(f"{name}, {what} clients (s/s)", (proc_cpu(svc.pid) - c0) / (time.monotonic() - t0))
                     for p in ps:
                         doc = result(p)
-                        add("rate of each of ten clients (Hz)", doc["rate_hz"])
+                        add(f"{name}: rows a second of each of ten 1 kHz Monitors", doc["rate_hz"])
                     continue
                 n = a.blocks if what == "blocks" else a.seconds
                 c0, t0 = proc_cpu(service.pid), time.monotonic()
@@ -182,7 +199,7 @@ def main():
                     add(f"block, {who} (µs)", doc["block_s"] * 1e6)
                 else:
                     add(f"monitor CPU, {who} (s/s)", doc["cpu_per_s"])
-                    add(f"monitor rate, {who} (Hz)", doc["rate_hz"])
+                    add(f"monitor rows a second, {who}", doc["rate_hz"])
                     add(f"service during monitor, {who} (s/s)", served)
             print(f"reader-cost: round {r + 1}/{a.rounds} done", file=sys.stderr)
         for k in ("block", "monitor CPU"):
@@ -190,7 +207,7 @@ def main():
                                                figures[f"{k}, root" + (" (µs)" if k == "block" else " (s/s)")])]
             figures[f"{k}: nobody / root"] = add_ratio
         print("| figure | median [95 % CI] | rounds |\n|---|---:|---:|")
-        for k, xs in figures.items():
+        for k, xs in sorted(figures.items()):
             m, lo, hi = median_ci(xs, rng)
             print(f"| {k} | {m:.4g} [{lo:.4g}, {hi:.4g}] | {len(xs)} |")
     finally:
