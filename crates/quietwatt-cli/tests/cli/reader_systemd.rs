@@ -39,7 +39,8 @@ fn install(root: &Path) {
         .expect("run scripts/install-reader.sh");
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert!(
-        common::stderr(&o).contains("not started; start it with: systemctl enable --now quietwatt-reader.socket"),
+        common::stderr(&o)
+            .contains("not started; start it with: systemctl enable --now quietwatt-reader.socket"),
         "{}",
         common::stderr(&o)
     );
