@@ -88,9 +88,12 @@ mod tests {
     #[test]
     fn the_peers_groups_are_this_process_groups() {
         let (a, _b) = UnixStream::pair().unwrap();
-        let mut ours = rustix::process::getgroups().unwrap();
         let mut theirs: Vec<u32> = peer_groups(&a).unwrap();
-        let mut ours: Vec<u32> = ours.drain(..).map(|g| g.as_raw()).collect();
+        let mut ours: Vec<u32> = rustix::process::getgroups()
+            .unwrap()
+            .into_iter()
+            .map(rustix::process::Gid::as_raw)
+            .collect();
         ours.sort_unstable();
         theirs.sort_unstable();
         assert_eq!(theirs, ours);

@@ -22,8 +22,8 @@ fn repo() -> PathBuf {
 /// The `KEY=` line of a unit file (the last, as systemd reads it).
 fn setting(unit: &str, key: &str) -> String {
     unit.lines()
-        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
         .unwrap_or_else(|| panic!("no {key}= in\n{unit}"))
         .to_string()
 }
