@@ -106,6 +106,9 @@ enum Command {
     /// conserved), written as an energy flame graph (SVG) or folded stacks.
     #[command(after_help = help::PROFILE)]
     Profile(commands::profile::Args),
+    /// Fit a power model (package and DRAM power from the busy CPUs) on this
+    /// machine's RAPL, for `--power-model` on machines of the same CPU without it.
+    Calibrate(commands::calibrate::Args),
     /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
     #[command(after_help = help::EMULATE)]
     Emulate(emulate_cmd::EmulateArgs),
@@ -187,6 +190,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Serve(a) => commands::serve::run(&env, a),
         Command::Top(a) => commands::top::run(&env, a),
         Command::Profile(a) => commands::profile::run(&env, a),
+        Command::Calibrate(a) => commands::calibrate::run(&env, a),
         Command::Emulate(_) => unreachable!("handled above"),
     }
 }

@@ -165,6 +165,12 @@ fn diagnose_one(root: &SysRoot, p: Probe, vm: bool, no_rapl_vm: &str) -> Diagnos
             finding: "read through the reader service's socket".into(),
             fix: None,
         },
+        Mechanism::Estimate => Diagnosis {
+            mechanism: m,
+            works: p.result.is_ok(),
+            finding: "a power model's estimate, not a measurement".into(),
+            fix: None,
+        },
     }
 }
 

@@ -85,6 +85,11 @@ pub enum Mechanism {
     /// policy (the `quietwatt-reader` crate's client). Opened by path, never by
     /// [`open`]: it is not in [`Mechanism::ALL`], and nothing here probes it.
     Socket,
+    /// Not a measurement: a power model's estimate from what the machine shows
+    /// (busy CPUs), where nothing can measure (the `quietwatt-estimate`
+    /// crate). Chosen by a model file, never by [`open`]; every report says
+    /// ESTIMATED ([`Source::estimate`]).
+    Estimate,
 }
 
 impl Mechanism {
@@ -107,6 +112,7 @@ impl Mechanism {
             Mechanism::Ebpf => "ebpf",
             Mechanism::PerfRing => "perf-ring",
             Mechanism::Socket => "socket",
+            Mechanism::Estimate => "estimate",
         }
     }
 }
@@ -206,6 +212,46 @@ pub struct Reading<'a> {
 /// not energy, and no report may say they were read through a real mechanism.
 pub const STAND_IN_LABEL: &str = "stand-in (software events, not energy)";
 
+/// Figures that are a power model's estimate, not a measurement
+/// ([`Mechanism::Estimate`]): every report says ESTIMATED with the model's
+/// source, and each figure's uncertainty holds the model's stated error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Estimated {
+    /// Where the model comes from: its file, or the guess it is.
+    pub model: String,
+    /// The CPU it was made for.
+    pub cpu: String,
+    /// What it predicts from (`busy_cpus`).
+    pub inputs: Vec<String>,
+    /// Each channel's stated error of the power, W, in the order of
+    /// [`Source::channels`]: its energy's uncertainty holds this much per
+    /// second.
+    pub error_w: Vec<f64>,
+    /// What the model cannot see.
+    pub blind_to: Vec<String>,
+}
+
+impl Estimated {
+    /// An estimate by `model` for `cpu` from `inputs`, stating `error_w` per
+    /// channel, blind to `blind_to`.
+    pub fn new(
+        model: String,
+        cpu: String,
+        inputs: Vec<String>,
+        error_w: Vec<f64>,
+        blind_to: Vec<String>,
+    ) -> Estimated {
+        Estimated {
+            model,
+            cpu,
+            inputs,
+            error_w,
+            blind_to,
+        }
+    }
+}
+
 /// Counters read by another process on this one's behalf (the local reader
 /// service, `Mechanism::Socket`), and what it granted: in every report beside
 /// the figures (`"via"` in the JSON documents), so that readings coarsened by
@@ -302,6 +348,12 @@ pub trait Source: Send {
     /// (the reader service): every report says so. `None` (the default): read
     /// here.
     fn via(&self) -> Option<&Via> {
+        None
+    }
+
+    /// Where the figures are a model's estimate, not a measurement: what
+    /// model, and the error it states. `None` (the default): measured.
+    fn estimate(&self) -> Option<&Estimated> {
         None
     }
 
@@ -532,6 +584,11 @@ fn open_one(root: &SysRoot, m: Mechanism, selection: &Selection) -> Result<Box<d
         Mechanism::Socket => Err(Error::MechanismUnavailable {
             mechanism: m.name(),
             why: "the reader service is read through its socket: give --socket PATH (or QUIETWATT_SOCKET)".into(),
+        }),
+        // Not a reading of counters: a model, given by its file.
+        Mechanism::Estimate => Err(Error::MechanismUnavailable {
+            mechanism: m.name(),
+            why: "an estimate needs a power model: give --power-model FILE (or QUIETWATT_POWER_MODEL), made by `quietwatt calibrate` on a machine with RAPL".into(),
         }),
     }
 }

@@ -69,6 +69,13 @@ pub struct Measurement {
     /// (`"via"`); absent where they were read here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<crate::source::Via>,
+    /// `true` where the figures are a model's estimate, not a measurement
+    /// (mechanism `estimate`); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+    /// The model whose estimate they are, and its stated error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::source::Estimated>,
 }
 
 impl Measurement {
@@ -87,6 +94,8 @@ impl Measurement {
                 .first_reading_ns()
                 .map(|first| (first, first + meter.elapsed().as_nanos() as u64)),
             via: meter.via().cloned(),
+            estimated: meter.estimate().is_some(),
+            estimate: meter.estimate().cloned(),
         }
     }
 

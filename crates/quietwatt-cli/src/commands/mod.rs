@@ -2,9 +2,11 @@
 
 pub mod attribute;
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod doctor;
 pub mod energy_bench;
+pub mod estimate;
 pub mod events;
 pub mod exports;
 pub mod inkernel;

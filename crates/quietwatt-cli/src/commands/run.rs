@@ -79,6 +79,8 @@ pub struct Args {
     /// the service at $QUIETWATT_SOCKET or /run/quietwatt/reader.sock.
     #[arg(long, value_name = "PATH", conflicts_with = "mechanism")]
     socket: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    estimate: super::estimate::EstimateArgs,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -102,6 +104,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ],
     )?;
     if let Some(runs) = args.repeat {
+        if args.estimate.power_model.is_some() {
+            return Err(Failure::usage(
+                "--power-model estimates one run for now: leave out --repeat (or use `quietwatt compare`, which will take it)",
+            ));
+        }
         if args.attribution.attribute {
             return Err(Failure::usage(
                 "--attribute reports one run's share: leave out --repeat, or leave out --attribute",
@@ -142,6 +149,10 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         .map(|s| (s, false))
         .or_else(|f| {
             super::serve_reader::instead(f, args.meter.mechanism, &selection, args.meter.freq)
+        })
+        // Nothing measures: the model's estimate, where one is given.
+        .or_else(|f| {
+            super::estimate::instead(f, &args.estimate, &selection).map(|s| (s, false))
         }),
     };
     let (source, via_emulator) = match opened {
@@ -352,9 +363,14 @@ pub fn report_text(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) ->
     }
     out!();
     out!(
-        " Energy of '{what}' ({} mechanism{}, read at {}):",
+        " Energy of '{what}' ({} mechanism{}{}, read at {}):",
         r.mechanism,
         if emulated { ", EMULATED" } else { "" },
+        if r.mechanism == quietwatt::Mechanism::Estimate.name() {
+            ": ESTIMATED by a power model, not measured"
+        } else {
+            ""
+        },
         rate_words(rate)
     );
     out!();

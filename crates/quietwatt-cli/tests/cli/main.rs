@@ -15,6 +15,7 @@ mod compare_profile;
 mod documents;
 mod edges;
 mod emulate_cli;
+mod estimate;
 mod energy_bench;
 mod events_cli;
 mod inkernel_cli;

@@ -4,7 +4,7 @@
 use crate::counter::{period_may_hide_wraps, Counter, Marks, Step, StepKind, Wrap};
 use crate::domain::{total_members_live, total_rule_of, Domain, DomainId};
 use crate::error::{Error, Result, SourceError};
-use crate::source::{Channel, Mechanism, Mode, Reading, Source, Via};
+use crate::source::{Channel, Estimated, Mechanism, Mode, Reading, Source, Via};
 use crate::units::Joules;
 use crate::warning::{Warning, WarningKind};
 use std::time::Duration;
@@ -48,6 +48,7 @@ enum Reads {
         channels: Vec<Channel>,
         notes: Vec<String>,
         via: Option<Via>,
+        estimate: Option<Estimated>,
     },
 }
 
@@ -80,6 +81,9 @@ struct Tally {
     /// the reader service's interval and the age of its readings), beyond what
     /// the counters' standing still shows.
     update_floor: Duration,
+    /// Each channel's stated model error, W, where the figures are an estimate
+    /// ([`Source::estimate`]); empty for a measurement.
+    model_w: Vec<f64>,
 }
 
 impl Tally {
@@ -110,6 +114,7 @@ impl Tally {
             from: vec![0; n],
             pending: vec![Pending::default(); n],
             update_floor: Duration::ZERO,
+            model_w: Vec::new(),
         }
     }
 
@@ -199,6 +204,7 @@ impl Meter {
     pub fn new(source: Box<dyn Source>) -> Meter {
         let mut t = Tally::new(source.channels());
         t.update_floor = source.update_interval().unwrap_or_default();
+        t.model_w = model_errors(&*source);
         Meter {
             reads: Reads::Source(source),
             t,
@@ -218,6 +224,7 @@ impl Meter {
                 channels,
                 notes,
                 via: None,
+                estimate: None,
             },
         }
     }
@@ -229,6 +236,7 @@ impl Meter {
         let channels = source.channels().to_vec();
         let mut t = Tally::new(&channels);
         t.update_floor = source.update_interval().unwrap_or_default();
+        t.model_w = model_errors(source);
         Meter {
             t,
             reads: Reads::Fed {
@@ -237,6 +245,7 @@ impl Meter {
                 channels,
                 notes: source.notes().to_vec(),
                 via: source.via().cloned(),
+                estimate: source.estimate().cloned(),
             },
         }
     }
@@ -248,6 +257,7 @@ impl Meter {
         let channels = self.channels().to_vec();
         let mut t = Tally::new(&channels);
         t.update_floor = self.t.update_floor;
+        t.model_w = self.t.model_w.clone();
         Meter {
             t,
             reads: Reads::Fed {
@@ -256,6 +266,7 @@ impl Meter {
                 channels,
                 notes: self.notes().to_vec(),
                 via: self.via().cloned(),
+                estimate: self.estimate().cloned(),
             },
         }
     }
@@ -362,6 +373,15 @@ impl Meter {
         match &self.reads {
             Reads::Source(s) => s.via(),
             Reads::Fed { via, .. } => via.as_ref(),
+        }
+    }
+
+    /// The model whose estimate the figures are, if they are not measured
+    /// ([`Source::estimate`]).
+    pub fn estimate(&self) -> Option<&Estimated> {
+        match &self.reads {
+            Reads::Source(s) => s.estimate(),
+            Reads::Fed { estimate, .. } => estimate.as_ref(),
         }
     }
 
@@ -534,7 +554,11 @@ impl Meter {
             .counters
             .iter()
             .zip(&ids)
-            .map(|(c, id)| domain_energy(c, *id, elapsed, self.t.update_floor))
+            .enumerate()
+            .map(|(i, (c, id))| {
+                let model_w = self.t.model_w.get(i).copied().unwrap_or(0.0);
+                domain_energy(c, *id, elapsed, self.t.update_floor, model_w)
+            })
             .collect();
         let moved: Vec<bool> = self
             .t
@@ -810,3 +834,12 @@ pub fn human_duration(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Each channel's stated model error, W, of an estimating source; empty for
+/// one that measures.
+fn model_errors(source: &dyn Source) -> Vec<f64> {
+    source
+        .estimate()
+        .map(|e| e.error_w.clone())
+        .unwrap_or_default()
+}

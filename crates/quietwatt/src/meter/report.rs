@@ -115,6 +115,7 @@ pub(super) fn domain_energy(
     id: DomainId,
     elapsed: Duration,
     floor: Duration,
+    model_w: f64,
 ) -> DomainEnergy {
     let energy = c.total();
     let (intervals, _) = c.intervals();
@@ -160,6 +161,8 @@ pub(super) fn domain_energy(
         };
         u = u.max(short);
     }
+    // An estimate: the model's stated error of the power, over the whole span.
+    u += model_w * t;
     let uncertainty = if intervals == 0 {
         Joules(0.0)
     } else {

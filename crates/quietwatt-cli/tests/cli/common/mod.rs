@@ -85,11 +85,13 @@ pub fn mount(config: EmulatorConfig) -> Mounted {
 /// busy CPU of this machine (from its real CPU time), so each entity's true
 /// dynamic energy is that power times its CPU time.
 pub fn mount_following() -> Mounted {
+    mount_following_at(FOLLOW_W_PER_CPU)
+}
+
+/// [`mount_following`] with `per_cpu_w` watts per busy CPU.
+pub fn mount_following_at(per_cpu_w: f64) -> Mounted {
     let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus() as u32);
-    config.power.follow = Some(quietwatt_emulator::LoadFollowing::new(
-        10.0,
-        FOLLOW_W_PER_CPU,
-    ));
+    config.power.follow = Some(quietwatt_emulator::LoadFollowing::new(10.0, per_cpu_w));
     (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
     // A test that failed while holding it leaves it poisoned: the next one runs.
     let exclusive = FOLLOWING

@@ -1,0 +1,286 @@
+//! A labelled estimate where nothing can measure (issue 27), against the
+//! load-following emulator, whose package draws `10 W + PER_CPU × busy CPUs`
+//! of this machine (its real `/proc/stat`): `calibrate` on it recovers those
+//! coefficients; `run --power-model` with the RAPL tree hidden (a root with
+//! no powercap, msr or power PMU) estimates a workload's energy within the
+//! model's stated error of the emulator's truth, read by the workload itself
+//! at its start and end; a workload the model does not describe (another
+//! per-CPU power) falls outside it, as the output warns it may.
+
+use crate::common;
+use quietwatt_estimate::model::{blind_to, DomainModel, Origin, BUSY_CPUS, SCHEMA};
+use quietwatt_estimate::{CpuIdentity, PowerModel};
+use std::path::{Path, PathBuf};
+
+/// The emulator's idle package power, W (`common::mount_following`).
+const IDLE_W: f64 = 10.0;
+
+/// `calibrate` against `emulator` into `dir/model.json`: the model, or `None`
+/// where the machine was kept busy by other work (checked independently: the
+/// machine's own busy CPU time over the sweep).
+fn calibrated(emulator: &Path, dir: &Path) -> Option<PathBuf> {
+    let model = dir.join("model.json");
+    let before = common::machine_busy_s();
+    let t = std::time::Instant::now();
+    let o = common::quietwatt(
+        emulator,
+        &[
+            "calibrate",
+            "-o",
+            model.to_str().unwrap(),
+            "--per-level",
+            "1s",
+            "--repeats",
+            "2",
+        ],
+    );
+    let busy = (common::machine_busy_s() - before) / t.elapsed().as_secs_f64();
+    if o.status.success() {
+        return Some(model);
+    }
+    // The honest answer on a machine others keep busy: refused, with why.
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("other work kept this machine busy") && err.contains("calibrate on an idle machine"),
+        "{err}"
+    );
+    // Independently: spinners add load only where CPUs were free; the sweep's
+    // average busy CPUs say whether they were.
+    assert!(
+        busy > common::cpus() as f64 - 0.75,
+        "calibration refused on a machine only {busy:.2} CPUs busy on average: {err}"
+    );
+    eprintln!("calibration refused on a busy machine ({busy:.2} CPUs busy on average): the estimate is checked with the emulator's own coefficients");
+    None
+}
+
+/// A model of this machine's CPU with the emulator's own coefficients, and
+/// the error a calibration here states (its busy quanta).
+fn known_model(dir: &Path, per_cpu_w: f64) -> PathBuf {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let model = PowerModel {
+        schema: SCHEMA.into(),
+        cpu: CpuIdentity::parse(&cpuinfo, common::cpus() as u32),
+        inputs: vec![BUSY_CPUS.into()],
+        domains: vec![DomainModel {
+            domain: "package".into(),
+            idle_w: IDLE_W,
+            per_busy_cpu_w: per_cpu_w,
+            error_w: 0.1,
+            loo_rmse_w: 0.05,
+            points: 6,
+        }],
+        origin: Origin::Calibrated {
+            mechanism: "powercap".into(),
+            emulated: true,
+            seconds_per_level: 1.0,
+            created_unix_s: 0,
+        },
+        blind_to: blind_to(),
+    };
+    let path = dir.join("known.json");
+    model.save(&path).unwrap();
+    path
+}
+
+/// The package line of a model file: (idle W, W per busy CPU, error W).
+fn package_line(model: &Path) -> (f64, f64, f64) {
+    let m = PowerModel::load(model).unwrap();
+    let d = m.domain("package").expect("package modelled");
+    (d.idle_w, d.per_busy_cpu_w, d.error_w)
+}
+
+/// What a workload measured of itself: the emulator's package energy at its
+/// start and end, and the span between, s.
+struct Truth {
+    energy_j: f64,
+    span_s: f64,
+}
+
+/// `run --power-model MODEL --json` on an empty root (no RAPL) of a shell
+/// that spins about a second and a half, reading the emulator's package
+/// counter at its start and end: the run's JSON and the truth.
+fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value, Truth) {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = dir.path().join("truth");
+    let counter = emulator.join("sys/class/powercap/intel-rapl:0/energy_uj");
+    let script = "a=$(cat \"$1\"); ta=$(date +%s%N); i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done; \
+                  b=$(cat \"$1\"); tb=$(date +%s%N); echo \"$a $b $ta $tb\" > \"$2\"";
+    let mut args = vec!["run", "--json", "--power-model", model.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        counter.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    let o = common::quietwatt(&empty, &args);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let said = std::fs::read_to_string(&out).unwrap();
+    let v: Vec<f64> = said.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    let range: f64 = std::fs::read_to_string(counter.with_file_name("max_energy_range_uj"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let uj = if v[1] >= v[0] { v[1] - v[0] } else { v[1] + range - v[0] };
+    (
+        doc,
+        Truth {
+            energy_j: uj * 1e-6,
+            span_s: (v[3] - v[2]) * 1e-9,
+        },
+    )
+}
+
+/// The package's estimated energy and uncertainty, after checking that the
+/// run says it is an estimate everywhere.
+fn estimated_package(doc: &serde_json::Value, model: &Path) -> (f64, f64) {
+    assert_eq!(doc["mechanism"], "estimate", "{doc}");
+    assert_eq!(doc["estimated"], true, "{doc}");
+    assert_eq!(doc["estimate"]["model"], model.to_str().unwrap(), "{doc}");
+    assert!(
+        doc["notes"].to_string().contains("ESTIMATED, not measured"),
+        "{doc}"
+    );
+    let p = doc["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == "package")
+        .expect("package");
+    (
+        p["energy_j"].as_f64().unwrap(),
+        p["uncertainty_j"].as_f64().unwrap(),
+    )
+}
+
+#[test]
+fn calibrate_recovers_the_emulators_coefficients_and_run_estimates_its_truth_without_rapl() {
+    let m = common::mount_following();
+    let dir = tempfile::tempdir().unwrap();
+    let model = match calibrated(m.root(), dir.path()) {
+        Some(model) => {
+            let (idle, per_cpu, error) = package_line(&model);
+            // The stated tolerance: 0.5 W on the idle power, 5 % on the
+            // per-CPU power (the busy time is read in 10 ms quanta).
+            assert!((idle - IDLE_W).abs() <= 0.5, "idle {idle} W");
+            assert!(
+                (per_cpu - common::FOLLOW_W_PER_CPU).abs() <= 0.05 * common::FOLLOW_W_PER_CPU,
+                "{per_cpu} W per busy CPU"
+            );
+            assert!(error > 0.0 && error < 1.0, "± {error} W");
+            model
+        }
+        None => known_model(dir.path(), common::FOLLOW_W_PER_CPU),
+    };
+    let (doc, truth) = estimate(m.root(), &model, &[]);
+    let (e, u) = estimated_package(&doc, &model);
+    // The run spans the workload and its start and exit: the truth misses
+    // that much of the power (at most the emulator's, 10 W + 5 W per CPU).
+    let d = doc["duration_s"].as_f64().unwrap();
+    let outside = (d - truth.span_s).max(0.0) * (IDLE_W + 5.0 * common::cpus() as f64);
+    assert!(
+        (e - truth.energy_j).abs() <= u + outside,
+        "estimated {e} ± {u} J, the emulator drew {} J over {} s of the run's {d} s",
+        truth.energy_j,
+        truth.span_s
+    );
+}
+
+#[test]
+fn a_workload_the_model_does_not_describe_falls_outside_its_stated_error() {
+    // The machine now draws 8 W per busy CPU; the model says 5.
+    let m = common::mount_following_at(8.0);
+    let dir = tempfile::tempdir().unwrap();
+    let model = known_model(dir.path(), common::FOLLOW_W_PER_CPU);
+    let (doc, truth) = estimate(m.root(), &model, &[]);
+    let (e, u) = estimated_package(&doc, &model);
+    // 3 W per busy CPU unseen over the spinning shell's CPU second and more.
+    assert!(
+        truth.energy_j - e > u,
+        "estimated {e} ± {u} J, the emulator drew {} J: the model's error should not cover another machine",
+        truth.energy_j
+    );
+    // What the model cannot see is said with the figures.
+    let blind = doc["estimate"]["blind_to"].to_string();
+    assert!(blind.contains("instruction mix"), "{blind}");
+}
+
+#[test]
+fn a_model_of_another_cpu_a_corrupt_one_and_no_proc_stat_are_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let model = known_model(dir.path(), 5.0);
+    let mut other = PowerModel::load(&model).unwrap();
+    other.cpu.model += 1;
+    let other_path = dir.path().join("other.json");
+    other.save(&other_path).unwrap();
+    let run = |model: &Path, extra: &[&str]| {
+        let mut args = vec!["run", "--require-energy", "--power-model", model.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "true"]);
+        common::quietwatt(&empty, &args)
+    };
+    let o = run(&other_path, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("the power model was made on") && err.contains("quietwatt calibrate") && err.contains("--force-model"),
+        "{err}"
+    );
+    // Forced: measured by the model all the same, and said to be.
+    let o = run(&other_path, &["--force-model"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(common::stderr(&o).contains("ESTIMATED by a power model"), "{}", common::stderr(&o));
+
+    let corrupt = dir.path().join("corrupt.json");
+    std::fs::write(&corrupt, "{\"schema\": \"quietwatt.power-model/1\", \"cpu\": 3}").unwrap();
+    let o = run(&corrupt, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("is corrupt") && common::stderr(&o).contains("quietwatt calibrate -o FILE"),
+        "{}",
+        common::stderr(&o)
+    );
+
+    // /proc/stat with no CPU in it (an empty file bound over it, in a mount
+    // namespace of the run's own).
+    let o = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind /dev/null /proc/stat && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("--root")
+        .arg(&empty)
+        .args(["run", "--require-energy", "--power-model"])
+        .arg(&model)
+        .args(["--", "true"])
+        .env_remove("QUIETWATT_ROOT")
+        .output()
+        .expect("unshare (util-linux)");
+    assert_eq!(o.status.code(), Some(69), "{}", common::stderr(&o));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("cannot read the busy CPUs from /proc/stat") && err.contains("no per-CPU line"),
+        "{err}"
+    );
+    // Where the counters can be read, they are: no estimate.
+    let m = common::mount(quietwatt_emulator::EmulatorConfig::default());
+    let o = common::quietwatt(
+        m.root(),
+        &["run", "--json", "--power-model", model.to_str().unwrap(), "--", "true"],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["mechanism"], "powercap", "{doc}");
+    assert!(doc.get("estimated").is_none(), "{doc}");
+}

@@ -1,0 +1,218 @@
+//! `quietwatt calibrate`: a sweep of built-in loads measured with quietwatt's
+//! own mechanisms, and the model fitted on it.
+
+use crate::busy::BusyClock;
+use crate::fit::fit;
+use crate::model::{blind_to, CpuIdentity, DomainModel, Origin, PowerModel, BUSY_CPUS, SCHEMA};
+use crate::EstimateError;
+use quietwatt::{Session, SessionConfig};
+use quietwatt_sys::clock::monotonic_ns;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The least range of busy CPUs a sweep must span to be fitted.
+pub const MIN_LOAD_RANGE: f64 = 0.5;
+
+/// What to sweep.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Plan {
+    /// How long each load level is measured.
+    pub per_level: Duration,
+    /// How many times the whole sweep is repeated (at least 1; the points of
+    /// every repeat are fitted together, and left out one at a time for the
+    /// error).
+    pub repeats: usize,
+    /// The most CPUs kept busy: the levels are 0, 1, ... this many.
+    pub max_busy: usize,
+    /// Where the busy CPUs are read (`/proc/stat`).
+    pub stat: PathBuf,
+    /// Where the CPU is named (`/proc/cpuinfo`).
+    pub cpuinfo: PathBuf,
+    /// Left to settle before each level is measured.
+    pub settle: Duration,
+}
+
+impl Plan {
+    /// Every level from idle to all `cpus` busy, 2 s each, twice.
+    pub fn new(cpus: usize) -> Plan {
+        Plan {
+            per_level: Duration::from_secs(2),
+            repeats: 2,
+            max_busy: cpus,
+            stat: PathBuf::from("/proc/stat"),
+            cpuinfo: PathBuf::from("/proc/cpuinfo"),
+            settle: Duration::from_millis(200),
+        }
+    }
+}
+
+/// One measured level.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Point {
+    /// Busy spinners started.
+    pub spinners: usize,
+    /// The busy CPUs `/proc/stat` saw, on average.
+    pub busy_cpus: f64,
+    /// Each domain's mean power measured, W.
+    pub watts: Vec<(&'static str, f64)>,
+}
+
+/// Runs the sweep with the counters `config` opens, telling `progress` of
+/// each point (`index`, `of`), and fits the model. The measurements are the
+/// engine's: the model carries their mechanism, and `emulated` (the counters
+/// are quietwatt's emulator's, as the caller knows).
+pub fn calibrate(
+    config: &SessionConfig,
+    plan: &Plan,
+    emulated: bool,
+    progress: &mut dyn FnMut(&Point, usize, usize),
+) -> Result<PowerModel, EstimateError> {
+    let of = plan.repeats.max(1) * (plan.max_busy + 1);
+    let mut points = Vec::with_capacity(of);
+    let mut mechanism = String::new();
+    for _ in 0..plan.repeats.max(1) {
+        for spinners in 0..=plan.max_busy {
+            let spin = Spinners::start(spinners);
+            std::thread::sleep(plan.settle);
+            let session = Session::start(config.clone()).map_err(EstimateError::Measure)?;
+            let mut clock =
+                BusyClock::open(&plan.stat, monotonic_ns()).map_err(|source| EstimateError::Stat {
+                    path: plan.stat.clone(),
+                    source,
+                })?;
+            std::thread::sleep(plan.per_level);
+            let busy = clock
+                .busy_ns(monotonic_ns())
+                .map_err(|source| EstimateError::Stat {
+                    path: plan.stat.clone(),
+                    source,
+                })?;
+            let m = session.stop().map_err(EstimateError::Measure)?;
+            drop(spin);
+            mechanism = m.mechanism.name().to_string();
+            let d = m.energy.duration_s.max(1e-9);
+            let watts: Vec<(&'static str, f64)> = m
+                .energy
+                .domains
+                .iter()
+                .filter(|x| matches!(x.domain, "package" | "dram"))
+                .fold(Vec::new(), |mut acc: Vec<(&'static str, f64)>, x| {
+                    // Every socket's package together: the machine as one.
+                    match acc.iter_mut().find(|(n, _)| *n == x.domain) {
+                        Some((_, w)) => *w += x.energy_j.0 / d,
+                        None => acc.push((x.domain, x.energy_j.0 / d)),
+                    }
+                    acc
+                });
+            let p = Point {
+                spinners,
+                busy_cpus: busy as f64 * 1e-9 / d,
+                watts,
+            };
+            points.push(p.clone());
+            progress(&p, points.len(), of);
+        }
+    }
+    // Half a CPU between the lightest and the heaviest level at least: less is
+    // a machine others keep busy, whose points would fit noise.
+    let lo = points.iter().map(|p| p.busy_cpus).fold(f64::INFINITY, f64::min);
+    let hi = points.iter().map(|p| p.busy_cpus).fold(0.0, f64::max);
+    if hi - lo < MIN_LOAD_RANGE {
+        return Err(EstimateError::NoLoadRange {
+            lo,
+            hi,
+            spinners: plan.max_busy,
+        });
+    }
+    let cpuinfo = std::fs::read_to_string(&plan.cpuinfo).map_err(|source| EstimateError::Stat {
+        path: plan.cpuinfo.clone(),
+        source,
+    })?;
+    let cpus = BusyClock::open(&plan.stat, 0)
+        .map_err(|source| EstimateError::Stat {
+            path: plan.stat.clone(),
+            source,
+        })?
+        .cpus();
+    let mut domains = Vec::new();
+    for name in ["package", "dram"] {
+        let xy: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| {
+                p.watts
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, w)| (p.busy_cpus, *w))
+            })
+            .collect();
+        if xy.is_empty() {
+            continue;
+        }
+        let line = fit(&xy).ok_or_else(|| EstimateError::Fit {
+            domain: name.into(),
+            why: format!(
+                "{} points over busy CPUs {:?}: at least three, at two loads or more, are needed (more CPUs to load, or --repeats)",
+                xy.len(),
+                xy.iter().map(|p| (p.0 * 100.0).round() / 100.0).collect::<Vec<_>>()
+            ),
+        })?;
+        domains.push(DomainModel::from_line(name, &line, xy.len()));
+    }
+    if domains.is_empty() {
+        return Err(EstimateError::Fit {
+            domain: "package".into(),
+            why: "the counters opened measure neither package nor dram".into(),
+        });
+    }
+    Ok(PowerModel {
+        schema: SCHEMA.into(),
+        cpu: CpuIdentity::parse(&cpuinfo, u32::try_from(cpus).unwrap_or(u32::MAX)),
+        inputs: vec![BUSY_CPUS.into()],
+        domains,
+        origin: Origin::Calibrated {
+            mechanism,
+            emulated,
+            seconds_per_level: plan.per_level.as_secs_f64(),
+            created_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        },
+        blind_to: blind_to(),
+    })
+}
+
+/// Threads that keep CPUs busy until dropped.
+struct Spinners {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Spinners {
+    fn start(n: usize) -> Spinners {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Spinners { stop, threads }
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
