@@ -99,7 +99,9 @@ def open_session(
             raise
     # Read through the local reader service (the counters refused here): not a
     # mechanism to name next time; the next session finds the service again.
-    if mechanism is None and session.mechanism != "socket":
+    # Nor is a power model's estimate (QUIETWATT_POWER_MODEL, where nothing
+    # can measure).
+    if mechanism is None and session.mechanism not in ("socket", "estimate"):
         _CHOSEN[key] = session.mechanism
     return session
 

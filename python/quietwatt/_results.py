@@ -167,6 +167,13 @@ class Measurement:
         return self.report.get("mechanism")
 
     @property
+    def estimated(self) -> bool:
+        """Whether the figures are a power model's estimate, not a measurement
+        (``mechanism == "estimate"``: ``QUIETWATT_POWER_MODEL`` where nothing
+        can measure); ``report["estimate"]`` names the model and its error."""
+        return bool(self.report.get("estimated"))
+
+    @property
     def via(self) -> Optional[Dict[str, Any]]:
         """Where the counters were read through the local reader service
         (``mechanism == "socket"``): its ``socket``, the ``mechanism`` it reads
@@ -279,6 +286,8 @@ class Measurement:
             return f"<quietwatt measurement {self.label or ''} running>"
         what = f"'{self.label}' " if self.label else ""
         emu = ", EMULATED" if self.emulated else ""
+        if self.estimated:
+            emu += ", ESTIMATED by a power model, not measured"
         total = (
             f"{self.total_j:.6f} ± {self.uncertainty_j:.6f} J (whole machine: {self.total_rule})"
             if self.total_j is not None

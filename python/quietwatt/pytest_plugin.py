@@ -75,9 +75,10 @@ class EnergyPlugin:
         self.mechanism = opened["mechanism"]
         #: The reader service read through, and what it granted (None: read here).
         self.via: Optional[Dict[str, Any]] = opened.get("via")
-        # Read through the local reader service (the counters refused here), each
-        # test's session finds it again: "socket" is no mechanism to name.
-        self._opens: Optional[str] = None if self.mechanism == "socket" else self.mechanism
+        # Read through the local reader service (the counters refused here), or
+        # a power model's estimate (QUIETWATT_POWER_MODEL), each test's session
+        # finds it again: neither is a mechanism to name.
+        self._opens: Optional[str] = None if self.mechanism in ("socket", "estimate") else self.mechanism
 
     def pytest_report_header(self, config: Any) -> List[str]:
         """The emulation warning (``--energy-emulate``, or an emulator's root), at
@@ -202,6 +203,7 @@ class EnergyPlugin:
                 "mechanism": self.mechanism,
                 **({"via": self.via} if self.via else {}),
                 "emulated": self.env.emulated,
+                **({"estimated": True} if self.mechanism == "estimate" else {}),
                 "total_energy_j": self.total(),
                 "budget_j": self.config.getoption("energy_budget"),
                 "test_budget_j": self.config.getoption("energy_test_budget"),
@@ -224,6 +226,8 @@ class EnergyPlugin:
         tr = terminalreporter
         top = self.config.getoption("energy_top")
         emu = ", EMULATED RAPL: not this machine's energy" if self.env.emulated else ""
+        if self.mechanism == "estimate":
+            emu += ", ESTIMATED by a power model (QUIETWATT_POWER_MODEL), not measured"
         tr.write_sep("=", f"energy of the tests ({self.mechanism}{emu})")
         ranked = sorted(self.results, key=lambda r: r["energy_j"] or 0.0, reverse=True)
         if ranked:

@@ -66,7 +66,8 @@ impl From<Error> for Failure {
         // the CLI's to name.
         let hint = match (&e, code) {
             (Error::TooManyChannels { .. }, _) => " (--domains)",
-            (_, NO_RAPL) => "\n  run `quietwatt doctor` to see what each mechanism needs here, or add `--emulate auto` to try the built-in emulator",
+            (_, NO_RAPL) => "\n  run `quietwatt doctor` to see what each mechanism needs here, add `--emulate auto` to try the built-in emulator, \
+                             or estimate with `--power-model FILE` (a model `quietwatt calibrate` made on a machine of this CPU with RAPL: labelled ESTIMATED)",
             _ => "",
         };
         Failure::new(code, format!("{e}{hint}"))

@@ -17,6 +17,10 @@ pub struct SeriesContext {
     pub mechanism: &'static str,
     /// Whether the counters were the emulator's.
     pub emulated: bool,
+    /// `true` where the figures are a power model's estimate (mechanism
+    /// `estimate`), not measurements; absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
     /// The rate every run used.
     #[serde(flatten)]
     pub rate: RateFields,
@@ -28,6 +32,7 @@ impl SeriesContext {
         SeriesContext {
             mechanism,
             emulated,
+            estimated: mechanism == quietwatt::Mechanism::Estimate.name(),
             rate: rate.into(),
         }
     }

@@ -127,6 +127,7 @@ pub struct MeterExecutor<'w> {
     config: EngineConfig,
     commands: Vec<Invocation>,
     prepare: Option<(String, Invocation)>,
+    power_model: Option<quietwatt::fallback::ModelChoice>,
     watch: Box<dyn FnMut(ChildEvent) + 'w>,
 }
 
@@ -161,8 +162,16 @@ impl<'w> MeterExecutor<'w> {
             config,
             commands,
             prepare: None,
+            power_model: None,
             watch: Box::new(watch),
         }
+    }
+
+    /// Where nothing can measure, each run estimated by this power model
+    /// ([`quietwatt::fallback::instead`]).
+    pub fn with_power_model(mut self, model: Option<quietwatt::fallback::ModelChoice>) -> Self {
+        self.power_model = model;
+        self
     }
 
     /// Runs `shell -c prepare` (output discarded) before every run, warm-ups too.
@@ -208,7 +217,8 @@ impl Executor for MeterExecutor<'_> {
         let source = match source::open(&self.root, self.mechanism, &self.selection) {
             Ok(s) => s,
             // Refused here, nothing named: the local reader service, if there is
-            // one (quietwatt::reader), a connection per run.
+            // one (quietwatt::reader), a connection per run; else the power
+            // model's estimate, if one is given.
             Err(e) if self.mechanism.is_none() => {
                 let want = quietwatt::reader::Want {
                     interval: match self.config.rate {
@@ -217,8 +227,13 @@ impl Executor for MeterExecutor<'_> {
                     },
                     resolution_uj: None,
                 };
-                match quietwatt::reader::fallback(&e, &self.selection, want) {
-                    Some(Ok(s)) => Box::new(s),
+                match quietwatt::fallback::instead(
+                    &e,
+                    &self.selection,
+                    want,
+                    self.power_model.as_ref(),
+                ) {
+                    Some(Ok(s)) => s,
                     Some(Err(e)) => return Err(quietwatt::Error::from(e).into()),
                     None => return Err(quietwatt::Error::from(e).into()),
                 }

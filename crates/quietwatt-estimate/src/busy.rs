@@ -108,7 +108,11 @@ fn for_each_cpu(stat: &[u8], mut f: impl FnMut(usize, u64)) {
         let mut fields = rest
             .split(|b| *b == b' ')
             .filter(|w| !w.is_empty())
-            .map(|w| std::str::from_utf8(w).ok().and_then(|s| s.parse::<u64>().ok()));
+            .map(|w| {
+                std::str::from_utf8(w)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+            });
         let Some(Some(cpu)) = fields.next() else {
             continue;
         };

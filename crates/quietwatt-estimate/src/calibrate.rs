@@ -5,7 +5,6 @@ use crate::busy::BusyClock;
 use crate::fit::fit;
 use crate::model::{blind_to, CpuIdentity, DomainModel, Origin, PowerModel, BUSY_CPUS, SCHEMA};
 use crate::EstimateError;
-use quietwatt::{Session, SessionConfig};
 use quietwatt_sys::clock::monotonic_ns;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,57 +60,63 @@ pub struct Point {
     pub watts: Vec<(&'static str, f64)>,
 }
 
-/// Runs the sweep with the counters `config` opens, telling `progress` of
-/// each point (`index`, `of`), and fits the model. The measurements are the
-/// engine's: the model carries their mechanism, and `emulated` (the counters
-/// are quietwatt's emulator's, as the caller knows).
+/// What measuring one level gave: the mechanism, the span, and each
+/// domain's energy (every socket's package or DRAM summed: the machine as one).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Measured {
+    /// The mechanism that measured (`powercap`, `perf`...).
+    pub mechanism: String,
+    /// How long, s.
+    pub duration_s: f64,
+    /// `(domain, joules)`, for `package` and `dram` where measured.
+    pub energy_j: Vec<(&'static str, f64)>,
+}
+
+impl Measured {
+    /// A measurement of `duration_s` by `mechanism`.
+    pub fn new(mechanism: String, duration_s: f64, energy_j: Vec<(&'static str, f64)>) -> Measured {
+        Measured {
+            mechanism,
+            duration_s,
+            energy_j,
+        }
+    }
+}
+
+/// Runs the sweep: at each level, `measure` measures the counters for the
+/// span it is given (the engine's session, in `quietwatt calibrate`) while
+/// this many CPUs spin, and the busy CPUs are read over the same span;
+/// `progress` hears of each point (`index`, `of`). Fits the model. It carries
+/// the mechanism that measured, and `emulated` (the counters are quietwatt's
+/// emulator's, as the caller knows).
 pub fn calibrate(
-    config: &SessionConfig,
     plan: &Plan,
     emulated: bool,
+    measure: &mut dyn FnMut(Duration) -> Result<Measured, String>,
     progress: &mut dyn FnMut(&Point, usize, usize),
 ) -> Result<PowerModel, EstimateError> {
     let of = plan.repeats.max(1) * (plan.max_busy + 1);
     let mut points = Vec::with_capacity(of);
     let mut mechanism = String::new();
+    let stat_error = |source| EstimateError::Stat {
+        path: plan.stat.clone(),
+        source,
+    };
     for _ in 0..plan.repeats.max(1) {
         for spinners in 0..=plan.max_busy {
             let spin = Spinners::start(spinners);
             std::thread::sleep(plan.settle);
-            let session = Session::start(config.clone()).map_err(EstimateError::Measure)?;
-            let mut clock =
-                BusyClock::open(&plan.stat, monotonic_ns()).map_err(|source| EstimateError::Stat {
-                    path: plan.stat.clone(),
-                    source,
-                })?;
-            std::thread::sleep(plan.per_level);
-            let busy = clock
-                .busy_ns(monotonic_ns())
-                .map_err(|source| EstimateError::Stat {
-                    path: plan.stat.clone(),
-                    source,
-                })?;
-            let m = session.stop().map_err(EstimateError::Measure)?;
+            let mut clock = BusyClock::open(&plan.stat, monotonic_ns()).map_err(stat_error)?;
+            let m = measure(plan.per_level).map_err(EstimateError::Measure)?;
+            let busy = clock.busy_ns(monotonic_ns()).map_err(stat_error)?;
             drop(spin);
-            mechanism = m.mechanism.name().to_string();
-            let d = m.energy.duration_s.max(1e-9);
-            let watts: Vec<(&'static str, f64)> = m
-                .energy
-                .domains
-                .iter()
-                .filter(|x| matches!(x.domain, "package" | "dram"))
-                .fold(Vec::new(), |mut acc: Vec<(&'static str, f64)>, x| {
-                    // Every socket's package together: the machine as one.
-                    match acc.iter_mut().find(|(n, _)| *n == x.domain) {
-                        Some((_, w)) => *w += x.energy_j.0 / d,
-                        None => acc.push((x.domain, x.energy_j.0 / d)),
-                    }
-                    acc
-                });
+            mechanism = m.mechanism;
+            let d = m.duration_s.max(1e-9);
             let p = Point {
                 spinners,
                 busy_cpus: busy as f64 * 1e-9 / d,
-                watts,
+                watts: m.energy_j.iter().map(|(n, j)| (*n, j / d)).collect(),
             };
             points.push(p.clone());
             progress(&p, points.len(), of);
@@ -119,7 +124,10 @@ pub fn calibrate(
     }
     // Half a CPU between the lightest and the heaviest level at least: less is
     // a machine others keep busy, whose points would fit noise.
-    let lo = points.iter().map(|p| p.busy_cpus).fold(f64::INFINITY, f64::min);
+    let lo = points
+        .iter()
+        .map(|p| p.busy_cpus)
+        .fold(f64::INFINITY, f64::min);
     let hi = points.iter().map(|p| p.busy_cpus).fold(0.0, f64::max);
     if hi - lo < MIN_LOAD_RANGE {
         return Err(EstimateError::NoLoadRange {

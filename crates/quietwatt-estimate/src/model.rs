@@ -119,6 +119,32 @@ pub enum Origin {
         /// When, seconds since the Unix epoch.
         created_unix_s: u64,
     },
+    /// Not calibrated: a guess ([`crate::guess`]), whose basis is said.
+    Guess {
+        /// What it rests on.
+        basis: String,
+    },
+}
+
+impl Origin {
+    /// How the model was made, in words for the reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Calibrated {
+                mechanism,
+                emulated,
+                ..
+            } => format!(
+                "calibrated with {mechanism}{}",
+                if *emulated {
+                    " on quietwatt's EMULATED RAPL"
+                } else {
+                    ""
+                }
+            ),
+            Origin::Guess { basis } => basis.clone(),
+        }
+    }
 }
 
 /// A power model: package and DRAM power from the busy CPUs.
@@ -177,8 +203,10 @@ impl PowerModel {
         }
         for d in &m.domains {
             let ok = |x: f64| x.is_finite() && (0.0..=10_000.0).contains(&x);
-            if !(ok(d.idle_w) && ok(d.per_busy_cpu_w.abs()) && ok(d.error_w))
-                || !matches!(d.domain.as_str(), "package" | "dram")
+            if !(ok(d.idle_w)
+                && ok(d.per_busy_cpu_w.abs())
+                && ok(d.error_w)
+                && matches!(d.domain.as_str(), "package" | "dram"))
             {
                 return Err(corrupt(format!(
                     "domain {:?}: idle {} W, {} W per busy CPU, error {} W (a domain package or dram, each 0 to 10000 W)",
@@ -205,8 +233,8 @@ impl PowerModel {
             Ok(())
         } else {
             Err(EstimateError::OtherCpu {
-                model: self.cpu.clone(),
-                here: here.clone(),
+                model: Box::new(self.cpu.clone()),
+                here: Box::new(here.clone()),
             })
         }
     }
@@ -251,7 +279,10 @@ mod tests {
     #[test]
     fn the_first_processor_names_the_cpu() {
         let c = CpuIdentity::parse(CPUINFO, 2);
-        assert_eq!((c.vendor.as_str(), c.family, c.model), ("AuthenticAMD", 25, 1));
+        assert_eq!(
+            (c.vendor.as_str(), c.family, c.model),
+            ("AuthenticAMD", 25, 1)
+        );
         assert_eq!(c.model_name, "AMD EPYC 7B13");
     }
 
@@ -274,7 +305,12 @@ mod tests {
             ..m.cpu.clone()
         };
         let e = m.check_cpu(&other, false).unwrap_err().to_string();
-        assert!(e.contains("made on AuthenticAMD family 25 model 0x1") && e.contains("model 0x11") && e.contains("calibrate"), "{e}");
+        assert!(
+            e.contains("made on AuthenticAMD family 25 model 0x1")
+                && e.contains("model 0x11")
+                && e.contains("calibrate"),
+            "{e}"
+        );
         m.check_cpu(&other, true).unwrap();
         m.check_cpu(&m.cpu, false).unwrap();
     }
@@ -285,8 +321,22 @@ mod tests {
         let p = dir.path().join("m.json");
         for (text, says) in [
             ("{not json", "key must be a string"),
-            (&serde_json::to_string(&PowerModel { schema: "x/9".into(), ..model() }).unwrap(), "schema"),
-            (&serde_json::to_string(&PowerModel { domains: vec![], ..model() }).unwrap(), "no domain"),
+            (
+                &serde_json::to_string(&PowerModel {
+                    schema: "x/9".into(),
+                    ..model()
+                })
+                .unwrap(),
+                "schema",
+            ),
+            (
+                &serde_json::to_string(&PowerModel {
+                    domains: vec![],
+                    ..model()
+                })
+                .unwrap(),
+                "no domain",
+            ),
         ] {
             std::fs::write(&p, text).unwrap();
             let e = PowerModel::load(&p).unwrap_err().to_string();
@@ -294,7 +344,11 @@ mod tests {
         }
         let mut bad = model();
         bad.domains[0].idle_w = f64::NAN;
-        std::fs::write(&p, serde_json::to_string(&bad).unwrap().replace("NaN", "null")).unwrap();
+        std::fs::write(
+            &p,
+            serde_json::to_string(&bad).unwrap().replace("NaN", "null"),
+        )
+        .unwrap();
         assert!(PowerModel::load(&p).is_err());
     }
 }

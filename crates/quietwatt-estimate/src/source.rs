@@ -4,10 +4,10 @@
 use crate::busy::{BusyClock, NS_PER_TICK};
 use crate::model::PowerModel;
 use crate::EstimateError;
-use quietwatt::counter::Wrap;
-use quietwatt::domain::{Domain, DomainId, Socket};
-use quietwatt::source::{Channel, Estimated, Mechanism, Selection, Source};
-use quietwatt::units::EnergyUnit;
+use quietwatt_core::counter::Wrap;
+use quietwatt_core::domain::{Domain, DomainId, Socket};
+use quietwatt_core::units::EnergyUnit;
+use quietwatt_sources::{Channel, Estimated, Mechanism, Selection, Source};
 use quietwatt_sys::clock::monotonic_ns;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,7 +80,8 @@ impl EstimateSource {
             model.blind_to.clone(),
         );
         let notes = vec![format!(
-            "ESTIMATED, not measured: the power model {origin} (made on {}), from the busy CPUs in {}; each figure's uncertainty holds the model's stated error ({}); it cannot see {}",
+            "ESTIMATED, not measured: the power model {origin} ({}, for {}), from the busy CPUs in {}; each figure's uncertainty holds the model's stated error ({}); it cannot see {}",
+            model.origin.describe(),
             model.cpu,
             stat.display(),
             kept.iter()
@@ -109,12 +110,12 @@ impl Source for EstimateSource {
         &self.channels
     }
 
-    fn read(&mut self, out: &mut [u64]) -> quietwatt::source::Result<()> {
+    fn read(&mut self, out: &mut [u64]) -> quietwatt_sources::Result<()> {
         let now = monotonic_ns();
         let busy = self
             .clock
             .busy_ns(now)
-            .map_err(|source| quietwatt::source::Error::Io {
+            .map_err(|source| quietwatt_sources::Error::Io {
                 path: self.clock.path().to_path_buf(),
                 source,
             })? as f64

@@ -41,6 +41,11 @@ pub struct ExporterConfig {
     pub stand_in: bool,
     /// The version `build_info` shows.
     pub version: String,
+    /// Where nothing can measure (no RAPL, no permission) and no mechanism is
+    /// named: estimate with this power model instead of serving no energy
+    /// (every energy series then says `mechanism="estimate"` and
+    /// `estimated="true"`).
+    pub power_model: Option<quietwatt::fallback::ModelChoice>,
 }
 
 impl ExporterConfig {
@@ -58,6 +63,7 @@ impl ExporterConfig {
             emulated: false,
             stand_in: false,
             version: env!("CARGO_PKG_VERSION").to_string(),
+            power_model: None,
         }
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! | family | type | labels |
 //! |---|---|---|
-//! | `energy_joules_total` | counter | `socket`, `domain`, `mechanism` (`die` on multi-die parts; `emulated="true"` when read from the emulator) |
+//! | `energy_joules_total` | counter | `socket`, `domain`, `mechanism` (`die` on multi-die parts; `emulated="true"` when read from the emulator; `estimated="true"` for a power model's estimate, mechanism `estimate`) |
 //! | `rapl_resets_total` | counter | `socket`, `domain` (`die`) |
 //! | `rapl_ambiguous_decreases_total` | counter | `socket`, `domain` (`die`) |
 //! | `up` | gauge | `socket`, `domain` (`die`) |
@@ -31,7 +31,7 @@
 //! a gauge of the power between two scrapes would depend on the scrape interval.
 
 use quietwatt::meter::DomainEnergy;
-use quietwatt::Measurement;
+use quietwatt::{Measurement, Mechanism};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -425,10 +425,16 @@ pub fn render(e: &Exposition, format: ExpositionFormat) -> String {
     );
     for d in &e.domains {
         let labels = format!(
-            "{},mechanism=\"{}\"{}",
+            "{},mechanism=\"{}\"{}{}",
             domain_labels(d),
             escape(d.mechanism),
-            if e.emulated { ",emulated=\"true\"" } else { "" }
+            if e.emulated { ",emulated=\"true\"" } else { "" },
+            // A model's estimate, never to be summed with measurements unaware.
+            if d.mechanism == Mechanism::Estimate.name() {
+                ",estimated=\"true\""
+            } else {
+                ""
+            }
         );
         let v = format!("{:.*}", places, quantize(d.energy_j, e.resolution_j));
         f.sample("quietwatt_energy_joules_total", &labels, &v);

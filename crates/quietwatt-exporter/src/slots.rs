@@ -25,6 +25,9 @@ pub enum Plan {
         /// How often the kernel's readings are collected.
         drain: Hertz,
     },
+    /// Nothing can measure: one session of the configured power model's
+    /// estimate for every domain ([`ExporterConfig::power_model`]).
+    Estimated,
 }
 
 impl Plan {
@@ -32,6 +35,7 @@ impl Plan {
     pub fn mechanism(self) -> Mechanism {
         match self {
             Plan::Polled(m) | Plan::Buffered { mechanism: m, .. } => m,
+            Plan::Estimated => Mechanism::Estimate,
         }
     }
 }
@@ -69,6 +73,19 @@ impl Opener {
                 Session::start_on(Box::new(source), config)
             }
             Plan::Polled(m) => Session::start(config.mechanism(m).domains(sel.clone())),
+            Plan::Estimated => {
+                let Some(model) = &c.power_model else {
+                    return Err(quietwatt::SourceError::MechanismUnavailable {
+                        mechanism: "estimate",
+                        why: "no power model configured".into(),
+                    }
+                    .into());
+                };
+                let source =
+                    quietwatt::estimate::open_model(model, sel, std::path::Path::new("/proc"))
+                        .map_err(quietwatt::SourceError::from)?;
+                Session::start_on(Box::new(source), config)
+            }
             Plan::Buffered { mechanism: m, .. } => {
                 let opened = if c.stand_in {
                     inkernel::open_specs(m, stand_ins()?, self.freq, c.drain)?
@@ -154,7 +171,20 @@ pub(crate) fn open_slots(
         Some(m @ (Mechanism::Ebpf | Mechanism::PerfRing)) => &[m][..],
         Some(_) => &[],
         None => {
-            let p = quietwatt::source::open(&config.root, None, &sel)?;
+            let p = match quietwatt::source::open(&config.root, None, &sel) {
+                Ok(p) => p,
+                // Nothing measures here: the power model's estimate, one
+                // session for every domain (reading /proc/stat costs little).
+                Err(e)
+                    if config.power_model.is_some() && quietwatt::reader::refused_locally(&e) =>
+                {
+                    opener.plan = Plan::Estimated;
+                    let session = opener.open(&sel, notify)?;
+                    let domains = domains_of(session.channels().iter().map(|c| c.domain));
+                    return Ok(vec![Slot::new(sel, domains, session)]);
+                }
+                Err(e) => return Err(e.into()),
+            };
             let perf = p.mechanism() == Mechanism::Perf;
             if !perf {
                 notify(Notice::PollingNotPerf(p.mechanism()));

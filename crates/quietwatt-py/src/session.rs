@@ -61,7 +61,11 @@ pub fn config(
     freq: Option<f64>,
     samples_kept: Option<usize>,
 ) -> PyResult<SessionConfig> {
-    let mut c = SessionConfig::default().root(SysRoot::new(root));
+    // QUIETWATT_POWER_MODEL: where nothing can measure, the model's estimate
+    // (labelled: mechanism "estimate", "estimated": true).
+    let mut c = SessionConfig::default()
+        .root(SysRoot::new(root))
+        .power_model(quietwatt::fallback::ModelChoice::from_env());
     if let Some(m) = mechanism {
         c = c.mechanism(parse_mechanism(py, m)?);
     }

@@ -112,6 +112,7 @@ pub struct RecordingBuilder {
     events: EventsOptions,
     attribution: Option<quietwatt_attribution::Options>,
     bound: Bound,
+    power_model: Option<quietwatt::fallback::ModelChoice>,
 }
 
 impl Default for RecordingBuilder {
@@ -138,6 +139,7 @@ impl RecordingBuilder {
             events: EventsOptions::default(),
             attribution: None,
             bound: Bound::Stopped,
+            power_model: None,
         }
     }
 
@@ -190,6 +192,14 @@ impl RecordingBuilder {
     pub fn output(mut self, output: Output, format: Format) -> Self {
         self.output = output;
         self.format = format;
+        self
+    }
+
+    /// Where nothing can measure, estimate with this power model
+    /// ([`quietwatt::fallback::instead`]): mechanism `estimate`, said in the
+    /// metadata and notes.
+    pub fn power_model(mut self, model: Option<quietwatt::fallback::ModelChoice>) -> Self {
+        self.power_model = model;
         self
     }
 
@@ -292,9 +302,14 @@ impl RecordingBuilder {
                     },
                     resolution_uj: None,
                 };
-                match quietwatt::reader::fallback(&e, &self.choice.selection, want) {
+                match quietwatt::fallback::instead(
+                    &e,
+                    &self.choice.selection,
+                    want,
+                    self.power_model.as_ref(),
+                ) {
                     Some(Ok(s)) => quietwatt::source::choose::Chosen {
-                        source: Box::new(s),
+                        source: s,
                         fallback: None,
                     },
                     Some(Err(e)) => return Err(ChooseError::Source(e).into()),

@@ -223,6 +223,12 @@ pub struct RecordDocument<X = ()> {
     /// The reader service the counters were read through.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<crate::source::Via>,
+    /// `true` where the figures are a power model's estimate.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+    /// The model whose estimate they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::source::Estimated>,
     /// The caller's additions.
     #[serde(flatten)]
     pub extra: X,
@@ -271,6 +277,8 @@ impl RecordDocument {
             exit_code: None,
             kernel: m.kernel.clone(),
             via: m.via.clone(),
+            estimated: m.estimated,
+            estimate: m.estimate.clone(),
             extra: (),
         }
     }
@@ -292,6 +300,8 @@ impl RecordDocument {
             exit_code: self.exit_code,
             kernel: self.kernel,
             via: self.via,
+            estimated: self.estimated,
+            estimate: self.estimate,
             extra,
         }
     }

@@ -98,6 +98,7 @@ pub use units::{EnergyUnit, Joules, Watts};
 pub mod adaptive;
 pub mod command;
 pub mod document;
+pub mod fallback;
 pub mod measurement;
 pub mod meter;
 pub mod overhead;
@@ -107,6 +108,10 @@ pub mod safe_rate;
 pub mod sampler;
 pub mod session;
 pub mod sink;
+/// The labelled estimate where nothing can measure (`quietwatt-estimate`):
+/// the power model, its calibration sweep and the estimating source.
+pub use quietwatt_estimate as estimate;
+
 /// The local reader service's client and protocol (`quietwatt-reader`): what a
 /// [`Session`] reads through when it cannot open the counters itself.
 pub use quietwatt_reader as reader;

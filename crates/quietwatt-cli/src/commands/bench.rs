@@ -47,7 +47,7 @@ pub enum Bench {
     Wakeup(super::events::WakeupArgs),
     /// The same as `quietwatt compare`: commands compared by their energy.
     #[command(after_help = crate::help::COMPARE)]
-    Energy(super::energy_bench::Args),
+    Energy(Box<super::energy_bench::Args>),
 }
 
 impl Args {
@@ -104,7 +104,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         Bench::Workload(a) => super::lab::workload(a),
         Bench::Overhead(a) => super::lab::overhead(env, a),
         Bench::Wakeup(a) => super::events::wakeup(env, a),
-        Bench::Energy(a) => super::energy_bench::run(env, a),
+        Bench::Energy(a) => super::energy_bench::run(env, *a),
     }
 }
 

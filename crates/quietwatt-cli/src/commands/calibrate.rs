@@ -5,9 +5,9 @@
 use super::parse_duration;
 use crate::emulated::Environment;
 use crate::exit::{Failure, MEASUREMENT, NO_RAPL, OUTPUT};
-use quietwatt::SessionConfig;
-use quietwatt_estimate::calibrate::{calibrate, Plan};
-use quietwatt_estimate::EstimateError;
+use quietwatt::estimate::calibrate::{calibrate, Measured, Plan};
+use quietwatt::estimate::EstimateError;
+use quietwatt::{Session, SessionConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -60,7 +60,31 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             ""
         }
     );
-    let model = calibrate(&config, &plan, env.is_emulated(), &mut |p, i, of| {
+    // Each level: a session of the engine over the span, every socket's package
+    // and DRAM summed (the machine as one package).
+    let mut measure = |span: Duration| -> Result<Measured, String> {
+        let session = Session::start(config.clone()).map_err(|e| e.to_string())?;
+        std::thread::sleep(span);
+        let m = session.stop().map_err(|e| e.to_string())?;
+        let mut energy: Vec<(&'static str, f64)> = Vec::new();
+        for d in m
+            .energy
+            .domains
+            .iter()
+            .filter(|d| matches!(d.domain, "package" | "dram"))
+        {
+            match energy.iter_mut().find(|(n, _)| *n == d.domain) {
+                Some((_, j)) => *j += d.energy_j.0,
+                None => energy.push((d.domain, d.energy_j.0)),
+            }
+        }
+        Ok(Measured::new(
+            m.mechanism.name().to_string(),
+            m.energy.duration_s,
+            energy,
+        ))
+    };
+    let model = calibrate(&plan, env.is_emulated(), &mut measure, &mut |p, i, of| {
         eprintln!(
             "quietwatt: [{i}/{of}] {} spinning: {:.2} CPUs busy, {}",
             p.spinners,

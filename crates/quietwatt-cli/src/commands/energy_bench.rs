@@ -272,6 +272,11 @@ fn profiled(
     args: &Args,
     series: &Series<'_>,
 ) -> Result<(Measured, Vec<FunctionChange>), Failure> {
+    if args.meter.estimate.power_model.is_some() {
+        return Err(Failure::usage(
+            "--profile splits measured energy among call stacks: a power model's estimate knows no stacks; leave out --power-model (or --profile)",
+        ));
+    }
     let mut run = quietwatt_profile::ProfileRun::new(env.root.clone());
     run.mechanism = args.meter.mechanism;
     let probe = quietwatt::source::open(
@@ -414,7 +419,13 @@ fn plot(env: &Environment, m: &Measured, p: &std::path::Path) -> Result<(), Fail
         "Energy per run, {} run(s) each ({}{})",
         c.runs,
         m.mechanism_name,
-        if env.is_emulated() { ", EMULATED" } else { "" }
+        if env.is_emulated() {
+            ", EMULATED"
+        } else if m.mechanism_name == quietwatt::Mechanism::Estimate.name() {
+            ", ESTIMATED"
+        } else {
+            ""
+        }
     );
     let written = super::PlotFiles::default()
         .write(

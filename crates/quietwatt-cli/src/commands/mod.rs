@@ -71,6 +71,8 @@ pub struct MeterArgs {
     pub freq: Option<FreqArg>,
     #[command(flatten)]
     pub sampler: SamplerArgs,
+    #[command(flatten)]
+    pub estimate: estimate::EstimateArgs,
 }
 
 /// The sampler's options shared by `run` and `record` (each has its own `--freq`

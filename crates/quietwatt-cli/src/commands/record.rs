@@ -59,6 +59,8 @@ pub struct Args {
     #[command(flatten)]
     in_kernel: super::inkernel::InKernelArgs,
     #[command(flatten)]
+    estimate: super::estimate::EstimateArgs,
+    #[command(flatten)]
     attribution: super::attribute::RecordArgs,
     /// A command to run: the recording covers it, from just before its start to
     /// its end, and quietwatt exits with its exit code (signals sent to quietwatt
@@ -109,7 +111,8 @@ impl Args {
             .drain_hz(self.in_kernel.drain_hz)
             .stand_in_events(self.in_kernel.stand_in_events)
             .output(output, self.format()?)
-            .events(self.events.options(None));
+            .events(self.events.options(None))
+            .power_model(self.estimate.choice());
         if let Some(options) = self.attribution.options() {
             b = b.attribution(options);
         }

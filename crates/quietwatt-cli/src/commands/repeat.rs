@@ -94,7 +94,9 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
         .or_else(|f| {
             super::serve_reader::instead(f, s.meter.mechanism, &sel, s.meter.freq)
                 .map(|(source, _)| source)
-        })?;
+        })
+        // Nothing measures: the power model's estimate, where one is given.
+        .or_else(|f| super::estimate::instead(f, &s.meter.estimate, &sel))?;
     let meter = Meter::new(source);
     super::print_notes(&meter);
     // As `run`: its default, raised by the one rule where a counter could wrap.
@@ -123,7 +125,8 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
         s.invocations.clone(),
         crate::signals::forward_to_command,
     )
-    .with_prepare(s.shell, s.prepare);
+    .with_prepare(s.shell, s.prepare)
+    .with_power_model(s.meter.estimate.choice());
     measure_with(env, s, &mut executor, mechanism_name, rate)
 }
 
@@ -240,9 +243,14 @@ pub fn print_text(m: &Measured) {
         String::new()
     };
     let how = format!(
-        "{} mechanism{}, read at {}",
+        "{} mechanism{}{}, read at {}",
         m.mechanism_name,
         if m.emulated { ", EMULATED" } else { "" },
+        if m.mechanism_name == quietwatt::Mechanism::Estimate.name() {
+            ": ESTIMATED by a power model, not measured"
+        } else {
+            ""
+        },
         rate_words(&m.rate)
     );
     eprintln!();
@@ -331,7 +339,18 @@ pub fn export(
         super::exports::write(p, "--export-csv", &export::csv(&m.comparison))?;
     }
     if let Some(p) = markdown {
-        super::exports::write(p, "--export-markdown", &export::markdown(&m.comparison))?;
+        // A PR comment is read without the run's stderr: what the figures are
+        // goes with them.
+        let mut md = String::new();
+        if m.mechanism_name == quietwatt::Mechanism::Estimate.name() {
+            md.push_str(
+                "> **ESTIMATED** by a power model, not measured: it tells the commands apart by the CPU time they keep busy, not by their instruction mix or memory traffic.\n\n",
+            );
+        } else if m.emulated {
+            md.push_str("> **EMULATED** RAPL: the emulator's figures, not this machine's.\n\n");
+        }
+        md.push_str(&export::markdown(&m.comparison));
+        super::exports::write(p, "--export-markdown", &md)?;
     }
     Ok(())
 }

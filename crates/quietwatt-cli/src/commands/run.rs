@@ -79,8 +79,6 @@ pub struct Args {
     /// the service at $QUIETWATT_SOCKET or /run/quietwatt/reader.sock.
     #[arg(long, value_name = "PATH", conflicts_with = "mechanism")]
     socket: Option<std::path::PathBuf>,
-    #[command(flatten)]
-    estimate: super::estimate::EstimateArgs,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -104,11 +102,6 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         ],
     )?;
     if let Some(runs) = args.repeat {
-        if args.estimate.power_model.is_some() {
-            return Err(Failure::usage(
-                "--power-model estimates one run for now: leave out --repeat (or use `quietwatt compare`, which will take it)",
-            ));
-        }
         if args.attribution.attribute {
             return Err(Failure::usage(
                 "--attribute reports one run's share: leave out --repeat, or leave out --attribute",
@@ -152,7 +145,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         })
         // Nothing measures: the model's estimate, where one is given.
         .or_else(|f| {
-            super::estimate::instead(f, &args.estimate, &selection).map(|s| (s, false))
+            super::estimate::instead(f, &args.meter.estimate, &selection).map(|s| (s, false))
         }),
     };
     let (source, via_emulator) = match opened {
@@ -301,8 +294,9 @@ fn run_unmeasured(args: &Args, why: Failure) -> Result<ExitCode, Failure> {
     }
     eprintln!(
         "quietwatt: warning: no energy measured: {reason}\n  run `quietwatt doctor` for what each \
-         mechanism needs here, add `--emulate auto` to try the built-in emulator, or \
-         --require-energy to make this an error"
+         mechanism needs here, add `--emulate auto` to try the built-in emulator, \
+         --power-model FILE to estimate (a model `quietwatt calibrate` made on a machine of this \
+         CPU with RAPL), or --require-energy to make this an error"
     );
     Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
 }

@@ -119,6 +119,8 @@ pub struct Args {
     /// never coarsened.
     #[arg(long, value_name = "FILE", requires = "socket")]
     policy: Option<PathBuf>,
+    #[command(flatten)]
+    estimate: super::estimate::EstimateArgs,
     /// For tests and benchmarks on machines without RAPL: serve software counters
     /// of CPU 0 (cpu-clock as "package", task-clock as "core", nanoseconds counted
     /// as nanojoules) through --mechanism ebpf, perf-ring or perf.
@@ -165,6 +167,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     config.emulated = env.is_emulated();
     config.stand_in = args.stand_in_events;
     config.version = env!("CARGO_PKG_VERSION").to_string();
+    config.power_model = args.estimate.choice();
     let mut exporter = match Exporter::open(config.clone(), Box::new(say)) {
         Ok(e) => e,
         // A node without RAPL (a fleet's DaemonSet runs everywhere) keeps being
@@ -181,6 +184,11 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         }
         Err(e) => return Err(failure(e)),
     };
+    if exporter.plan().mechanism() == Mechanism::Estimate {
+        eprintln!(
+            "quietwatt: warning: nothing can measure here: serving the power model's ESTIMATE, not measurements (every energy series says mechanism=\"estimate\" and estimated=\"true\")"
+        );
+    }
 
     let attribution = match args.attribute {
         Some(_) if exporter.unavailable_reason().is_some() => {

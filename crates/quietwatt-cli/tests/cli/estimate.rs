@@ -8,8 +8,8 @@
 //! per-CPU power) falls outside it, as the output warns it may.
 
 use crate::common;
-use quietwatt_estimate::model::{blind_to, DomainModel, Origin, BUSY_CPUS, SCHEMA};
-use quietwatt_estimate::{CpuIdentity, PowerModel};
+use quietwatt::estimate::model::{blind_to, DomainModel, Origin, BUSY_CPUS, SCHEMA};
+use quietwatt::estimate::{CpuIdentity, PowerModel};
 use std::path::{Path, PathBuf};
 
 /// The emulator's idle package power, W (`common::mount_following`).
@@ -42,7 +42,8 @@ fn calibrated(emulator: &Path, dir: &Path) -> Option<PathBuf> {
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("other work kept this machine busy") && err.contains("calibrate on an idle machine"),
+        err.contains("other work kept this machine busy")
+            && err.contains("calibrate on an idle machine"),
         "{err}"
     );
     // Independently: spinners add load only where CPUs were free; the sweep's
@@ -107,7 +108,8 @@ fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value
     std::fs::create_dir(&empty).unwrap();
     let out = dir.path().join("truth");
     let counter = emulator.join("sys/class/powercap/intel-rapl:0/energy_uj");
-    let script = "a=$(cat \"$1\"); ta=$(date +%s%N); i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done; \
+    let script =
+        "a=$(cat \"$1\"); ta=$(date +%s%N); i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done; \
                   b=$(cat \"$1\"); tb=$(date +%s%N); echo \"$a $b $ta $tb\" > \"$2\"";
     let mut args = vec!["run", "--json", "--power-model", model.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -124,13 +126,20 @@ fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value
     assert!(o.status.success(), "{}", common::stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let said = std::fs::read_to_string(&out).unwrap();
-    let v: Vec<f64> = said.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    let v: Vec<f64> = said
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
     let range: f64 = std::fs::read_to_string(counter.with_file_name("max_energy_range_uj"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let uj = if v[1] >= v[0] { v[1] - v[0] } else { v[1] + range - v[0] };
+    let uj = if v[1] >= v[0] {
+        v[1] - v[0]
+    } else {
+        v[1] + range - v[0]
+    };
     (
         doc,
         Truth {
@@ -225,7 +234,12 @@ fn a_model_of_another_cpu_a_corrupt_one_and_no_proc_stat_are_refused_with_the_fi
     let other_path = dir.path().join("other.json");
     other.save(&other_path).unwrap();
     let run = |model: &Path, extra: &[&str]| {
-        let mut args = vec!["run", "--require-energy", "--power-model", model.to_str().unwrap()];
+        let mut args = vec![
+            "run",
+            "--require-energy",
+            "--power-model",
+            model.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--", "true"]);
         common::quietwatt(&empty, &args)
@@ -234,20 +248,31 @@ fn a_model_of_another_cpu_a_corrupt_one_and_no_proc_stat_are_refused_with_the_fi
     assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
     let err = common::stderr(&o);
     assert!(
-        err.contains("the power model was made on") && err.contains("quietwatt calibrate") && err.contains("--force-model"),
+        err.contains("the power model was made on")
+            && err.contains("quietwatt calibrate")
+            && err.contains("--force-model"),
         "{err}"
     );
     // Forced: measured by the model all the same, and said to be.
     let o = run(&other_path, &["--force-model"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
-    assert!(common::stderr(&o).contains("ESTIMATED by a power model"), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("ESTIMATED by a power model"),
+        "{}",
+        common::stderr(&o)
+    );
 
     let corrupt = dir.path().join("corrupt.json");
-    std::fs::write(&corrupt, "{\"schema\": \"quietwatt.power-model/1\", \"cpu\": 3}").unwrap();
+    std::fs::write(
+        &corrupt,
+        "{\"schema\": \"quietwatt.power-model/1\", \"cpu\": 3}",
+    )
+    .unwrap();
     let o = run(&corrupt, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
     assert!(
-        common::stderr(&o).contains("is corrupt") && common::stderr(&o).contains("quietwatt calibrate -o FILE"),
+        common::stderr(&o).contains("is corrupt")
+            && common::stderr(&o).contains("quietwatt calibrate -o FILE"),
         "{}",
         common::stderr(&o)
     );
@@ -270,17 +295,246 @@ fn a_model_of_another_cpu_a_corrupt_one_and_no_proc_stat_are_refused_with_the_fi
     assert_eq!(o.status.code(), Some(69), "{}", common::stderr(&o));
     let err = common::stderr(&o);
     assert!(
-        err.contains("cannot read the busy CPUs from /proc/stat") && err.contains("no per-CPU line"),
+        err.contains("cannot read the busy CPUs from /proc/stat")
+            && err.contains("no per-CPU line"),
         "{err}"
     );
     // Where the counters can be read, they are: no estimate.
     let m = common::mount(quietwatt_emulator::EmulatorConfig::default());
     let o = common::quietwatt(
         m.root(),
-        &["run", "--json", "--power-model", model.to_str().unwrap(), "--", "true"],
+        &[
+            "run",
+            "--json",
+            "--power-model",
+            model.to_str().unwrap(),
+            "--",
+            "true",
+        ],
     );
     assert!(o.status.success(), "{}", common::stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["mechanism"], "powercap", "{doc}");
     assert!(doc.get("estimated").is_none(), "{doc}");
+}
+
+#[test]
+fn record_compare_and_repeated_runs_estimate_too_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let model = known_model(dir.path(), 5.0);
+    let model_s = model.to_str().unwrap();
+    // record: every reading the model's, the summary and the file say so.
+    let csv = dir.path().join("r.csv");
+    let o = common::quietwatt(
+        &empty,
+        &[
+            "record",
+            "-o",
+            csv.to_str().unwrap(),
+            "--duration",
+            "0.5",
+            "--json",
+            "--power-model",
+            model_s,
+        ],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["mechanism"], "estimate", "{doc}");
+    assert_eq!(doc["estimated"], true, "{doc}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.contains("# mechanism: estimate\n"), "{text}");
+    // Idle 10 W at least over the half second, within the stated error.
+    let p = doc["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == "package")
+        .unwrap();
+    let (e, d) = (
+        p["energy_j"].as_f64().unwrap(),
+        doc["duration_s"].as_f64().unwrap(),
+    );
+    assert!(
+        e >= IDLE_W * d - p["uncertainty_j"].as_f64().unwrap(),
+        "{doc}"
+    );
+
+    // compare (and run -r, the same series): estimated runs, said in the text
+    // and the JSON.
+    let json = dir.path().join("c.json");
+    let o = common::quietwatt(
+        &empty,
+        &[
+            "compare",
+            "-r",
+            "2",
+            "--power-model",
+            model_s,
+            "--export-json",
+            json.to_str().unwrap(),
+            "--export-markdown",
+            dir.path().join("c.md").to_str().unwrap(),
+            "true",
+            "sleep 0.2",
+        ],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("ESTIMATED by a power model, not measured"),
+        "{}",
+        common::stderr(&o)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["mechanism"], "estimate", "{doc}");
+    assert_eq!(doc["estimated"], true, "{doc}");
+    // The PR comment says it too.
+    let md = std::fs::read_to_string(dir.path().join("c.md")).unwrap();
+    assert!(md.starts_with("> **ESTIMATED** by a power model"), "{md}");
+    // --profile splits measured energy: refused with the reason.
+    let o = common::quietwatt(
+        &empty,
+        &[
+            "compare",
+            "-r",
+            "2",
+            "--power-model",
+            model_s,
+            "--profile",
+            "true",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("a power model's estimate knows no stacks"),
+        "{}",
+        common::stderr(&o)
+    );
+    // Without a model, nothing measures: the fix is named.
+    let o = common::quietwatt(&empty, &["run", "--require-energy", "--", "true"]);
+    assert_eq!(o.status.code(), Some(69));
+}
+
+#[test]
+fn guesses_are_labelled_guesses_with_a_wide_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    // A TDP-based guess: a fifth idle to all of it busy, ± half of it.
+    let o = common::quietwatt(
+        &empty,
+        &["run", "--json", "--tdp-watts", "40", "--", "sleep", "0.3"],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["estimated"], true, "{doc}");
+    assert!(
+        doc["notes"]
+            .to_string()
+            .contains("a TDP-based guess (40 W given")
+            && doc["notes"]
+                .to_string()
+                .contains("not calibrated on this machine"),
+        "{doc}"
+    );
+    assert_eq!(doc["estimate"]["error_w"][0], 20.0, "{doc}");
+    for bad in ["0", "-3", "nan"] {
+        let o = common::quietwatt(
+            &empty,
+            &["run", "--require-energy", "--tdp-watts", bad, "--", "true"],
+        );
+        assert_ne!(o.status.code(), Some(0), "--tdp-watts {bad}");
+        assert!(
+            common::stderr(&o).contains("TDP") || common::stderr(&o).contains("invalid value"),
+            "{}",
+            common::stderr(&o)
+        );
+    }
+    // The built-in table: this CPU's microarchitecture, where it lists it.
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let here = CpuIdentity::parse(&cpuinfo, common::cpus() as u32);
+    let listed = quietwatt::estimate::guess::builtin(&here).is_some();
+    let o = common::quietwatt(
+        &empty,
+        &[
+            "run",
+            "--json",
+            "--require-energy",
+            "--power-model",
+            "builtin",
+            "--",
+            "true",
+        ],
+    );
+    if listed {
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        assert!(
+            common::stderr(&o).contains("a guess from the built-in table"),
+            "{}",
+            common::stderr(&o)
+        );
+    } else {
+        eprintln!("{here} is not in the built-in table: checking the refusal");
+        assert_eq!(o.status.code(), Some(69), "{}", common::stderr(&o));
+        assert!(
+            common::stderr(&o).contains("the built-in table has no figures for")
+                && common::stderr(&o).contains("--tdp-watts"),
+            "{}",
+            common::stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn serve_exports_the_estimate_labelled_as_one() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let model = known_model(dir.path(), 5.0);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quietwatt"))
+        .arg("--root")
+        .arg(&empty)
+        .args(["serve", "--listen", "127.0.0.1:0", "--power-model"])
+        .arg(&model)
+        .env_remove("QUIETWATT_ROOT")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = String::new();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let Some(Ok(l)) = lines.next() else {
+            let _ = child.kill();
+            panic!("serve did not start: {log}");
+        };
+        log.push_str(&l);
+        log.push('\n');
+        if let Some(rest) = l.split("serving http://").nth(1) {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    let mut http = std::net::TcpStream::connect(&addr).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(log.contains("serving the power model's ESTIMATE"), "{log}");
+    let series: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("quietwatt_energy_joules_total{"))
+        .collect();
+    assert!(!series.is_empty(), "{body}");
+    for s in series {
+        assert!(
+            s.contains("mechanism=\"estimate\"") && s.contains("estimated=\"true\""),
+            "{s}"
+        );
+    }
 }

@@ -47,8 +47,8 @@ enum Reads {
         label: &'static str,
         channels: Vec<Channel>,
         notes: Vec<String>,
-        via: Option<Via>,
-        estimate: Option<Estimated>,
+        via: Option<Box<Via>>,
+        estimate: Option<Box<Estimated>>,
     },
 }
 
@@ -244,8 +244,8 @@ impl Meter {
                 label: source.label(),
                 channels,
                 notes: source.notes().to_vec(),
-                via: source.via().cloned(),
-                estimate: source.estimate().cloned(),
+                via: source.via().cloned().map(Box::new),
+                estimate: source.estimate().cloned().map(Box::new),
             },
         }
     }
@@ -265,8 +265,8 @@ impl Meter {
                 label: self.label(),
                 channels,
                 notes: self.notes().to_vec(),
-                via: self.via().cloned(),
-                estimate: self.estimate().cloned(),
+                via: self.via().cloned().map(Box::new),
+                estimate: self.estimate().cloned().map(Box::new),
             },
         }
     }
@@ -372,7 +372,7 @@ impl Meter {
     pub fn via(&self) -> Option<&Via> {
         match &self.reads {
             Reads::Source(s) => s.via(),
-            Reads::Fed { via, .. } => via.as_ref(),
+            Reads::Fed { via, .. } => via.as_deref(),
         }
     }
 
@@ -381,7 +381,7 @@ impl Meter {
     pub fn estimate(&self) -> Option<&Estimated> {
         match &self.reads {
             Reads::Source(s) => s.estimate(),
-            Reads::Fed { estimate, .. } => estimate.as_ref(),
+            Reads::Fed { estimate, .. } => estimate.as_deref(),
         }
     }
 

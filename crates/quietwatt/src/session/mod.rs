@@ -76,6 +76,7 @@ pub struct SessionConfig {
     drain: Hertz,
     samples_kept: usize,
     socket: Option<std::path::PathBuf>,
+    power_model: Option<crate::fallback::ModelChoice>,
 }
 
 impl Default for SessionConfig {
@@ -88,17 +89,20 @@ impl Default for SessionConfig {
             drain: Hertz::clamped(DEFAULT_DRAIN_HZ),
             samples_kept: DEFAULT_SAMPLES_KEPT,
             socket: None,
+            power_model: None,
         }
     }
 }
 
 impl SessionConfig {
     /// The defaults, with the root taken from `QUIETWATT_ROOT` when it is set and
-    /// not empty (an emulator's mount point, as for the command line tool).
+    /// not empty (an emulator's mount point, as for the command line tool), and
+    /// the power model from `QUIETWATT_POWER_MODEL` ([`SessionConfig::power_model`]).
     pub fn from_env() -> Self {
+        let config = SessionConfig::default().power_model(crate::fallback::ModelChoice::from_env());
         match std::env::var_os(ROOT_ENV) {
-            Some(dir) if !dir.is_empty() => SessionConfig::default().root(SysRoot::new(dir)),
-            _ => SessionConfig::default(),
+            Some(dir) if !dir.is_empty() => config.root(SysRoot::new(dir)),
+            _ => config,
         }
     }
 

@@ -4,7 +4,8 @@
 
 use super::SessionConfig;
 use crate::error::Result;
-use crate::reader::{fallback, SocketSource, Want};
+use crate::fallback::instead;
+use crate::reader::{SocketSource, Want};
 use crate::source::{self, Mechanism, Source};
 use crate::ticker::Hertz;
 
@@ -23,6 +24,17 @@ impl SessionConfig {
         self
     }
 
+    /// Where nothing can measure (the counters refused or absent here, no
+    /// reader service, no mechanism named): estimate with this power model
+    /// (`quietwatt calibrate`'s file) instead of failing. The reports say so:
+    /// the mechanism is `estimate`, `estimated` is true, and each figure's
+    /// uncertainty holds the model's stated error. `None` (the default, unless
+    /// `QUIETWATT_POWER_MODEL` is set for [`SessionConfig::from_env`]): fail.
+    pub fn power_model(mut self, model: impl Into<Option<crate::fallback::ModelChoice>>) -> Self {
+        self.power_model = model.into();
+        self
+    }
+
     /// What to ask the reader service for: readings as often as the rate reads
     /// (the policy may coarsen it), at the policy's resolution.
     fn want(&self) -> Want {
@@ -36,7 +48,7 @@ impl SessionConfig {
 /// A polled source for `config` with mechanism `m` (`None`: the best here): the
 /// service at the config's socket when it names one; else the counters here,
 /// or, where they are refused and nothing was named, the service if there is
-/// one.
+/// one, else the config's power model's estimate if it has one.
 pub(super) fn open(config: &SessionConfig, m: Option<Mechanism>) -> Result<Box<dyn Source>> {
     if let Some(path) = &config.socket {
         let s = SocketSource::connect(path, config.want(), &config.domains)
@@ -45,11 +57,18 @@ pub(super) fn open(config: &SessionConfig, m: Option<Mechanism>) -> Result<Box<d
     }
     match source::open(&config.root, m, &config.domains) {
         Ok(s) => Ok(s),
-        Err(e) if m.is_none() => match fallback(&e, &config.domains, config.want()) {
-            Some(Ok(s)) => Ok(Box::new(s)),
-            Some(Err(e)) => Err(e.into()),
-            None => Err(e.into()),
-        },
+        Err(e) if m.is_none() => {
+            match instead(
+                &e,
+                &config.domains,
+                config.want(),
+                config.power_model.as_ref(),
+            ) {
+                Some(Ok(s)) => Ok(s),
+                Some(Err(e)) => Err(e.into()),
+                None => Err(e.into()),
+            }
+        }
         Err(e) => Err(e.into()),
     }
 }
