@@ -134,6 +134,15 @@ Examples:
 Kernel stacks need root, CAP_PERFMON or kernel.perf_event_paranoid <= 1 (-a: <= 0);
 --user-only profiles a command of one's own with the default 2.";
 
+/// `quietwatt calibrate --help`.
+pub const CALIBRATE: &str = "\
+Examples:
+  sudo quietwatt calibrate -o model.json            on a machine with RAPL (about a minute)
+  quietwatt run --power-model model.json -- make    on a machine of the same CPU without RAPL
+  QUIETWATT_POWER_MODEL=model.json pytest --energy  the same for Python and pytest
+The model predicts package and DRAM power from the busy CPUs; every estimate says
+ESTIMATED and carries the model's stated error (docs/estimate.md).";
+
 /// `quietwatt emulate --help`.
 pub const EMULATE: &str = "\
 Examples:

@@ -108,6 +108,7 @@ enum Command {
     Profile(commands::profile::Args),
     /// Fit a power model (package and DRAM power from the busy CPUs) on this
     /// machine's RAPL, for `--power-model` on machines of the same CPU without it.
+    #[command(after_help = help::CALIBRATE)]
     Calibrate(commands::calibrate::Args),
     /// Serve an emulated RAPL device (powercap, msr, perf PMU, topology) under a directory.
     #[command(after_help = help::EMULATE)]

@@ -32,6 +32,9 @@ pub struct Plan {
     pub cpuinfo: PathBuf,
     /// Left to settle before each level is measured.
     pub settle: Duration,
+    /// The kernels swept (each on 1 … `max_busy` CPUs): the model's error
+    /// then covers how differently they draw at the same busy CPUs.
+    pub kernels: Vec<Kernel>,
 }
 
 impl Plan {
@@ -44,6 +47,42 @@ impl Plan {
             stat: PathBuf::from("/proc/stat"),
             cpuinfo: PathBuf::from("/proc/cpuinfo"),
             settle: Duration::from_millis(200),
+            kernels: vec![Kernel::Compute, Kernel::Memory],
+        }
+    }
+
+    /// The levels of one sweep: idle, then each kernel on 1 … `max_busy`
+    /// CPUs.
+    pub fn levels(&self) -> Vec<(Kernel, usize)> {
+        let mut v = vec![(Kernel::Idle, 0)];
+        for &k in &self.kernels {
+            v.extend((1..=self.max_busy).map(|n| (k, n)));
+        }
+        v
+    }
+}
+
+/// What keeps the CPUs of a level busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kernel {
+    /// Nothing: the idle level.
+    Idle,
+    /// Integer and floating-point arithmetic in registers: the core's power
+    /// at work, little memory traffic.
+    Compute,
+    /// A walk over 64 MiB per thread, one write per cache line: memory-bound,
+    /// DRAM's power at work, the cores mostly stalled.
+    Memory,
+}
+
+impl Kernel {
+    /// Its name in the progress and the docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Idle => "idle",
+            Kernel::Compute => "compute",
+            Kernel::Memory => "memory",
         }
     }
 }
@@ -52,7 +91,9 @@ impl Plan {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Point {
-    /// Busy spinners started.
+    /// What ran.
+    pub kernel: Kernel,
+    /// On how many threads.
     pub spinners: usize,
     /// The busy CPUs `/proc/stat` saw, on average.
     pub busy_cpus: f64,
@@ -96,7 +137,8 @@ pub fn calibrate(
     measure: &mut dyn FnMut(Duration) -> Result<Measured, String>,
     progress: &mut dyn FnMut(&Point, usize, usize),
 ) -> Result<PowerModel, EstimateError> {
-    let of = plan.repeats.max(1) * (plan.max_busy + 1);
+    let levels = plan.levels();
+    let of = plan.repeats.max(1) * levels.len();
     let mut points = Vec::with_capacity(of);
     let mut mechanism = String::new();
     let stat_error = |source| EstimateError::Stat {
@@ -104,18 +146,23 @@ pub fn calibrate(
         source,
     };
     for _ in 0..plan.repeats.max(1) {
-        for spinners in 0..=plan.max_busy {
-            let spin = Spinners::start(spinners);
+        for &(kernel, spinners) in &levels {
+            let spin = Spinners::start(kernel, spinners);
             std::thread::sleep(plan.settle);
-            let mut clock = BusyClock::open(&plan.stat, monotonic_ns()).map_err(stat_error)?;
+            let t0 = monotonic_ns();
+            let mut clock = BusyClock::open(&plan.stat, t0).map_err(stat_error)?;
             let m = measure(plan.per_level).map_err(EstimateError::Measure)?;
-            let busy = clock.busy_ns(monotonic_ns()).map_err(stat_error)?;
+            let t1 = monotonic_ns();
+            let busy = clock.busy_ns(t1).map_err(stat_error)?;
             drop(spin);
             mechanism = m.mechanism;
             let d = m.duration_s.max(1e-9);
             let p = Point {
+                kernel,
                 spinners,
-                busy_cpus: busy as f64 * 1e-9 / d,
+                // Over the clock's own span (the session's is a little
+                // shorter): the mean busy CPUs, whatever the spans' ends.
+                busy_cpus: busy as f64 / t1.saturating_sub(t0).max(1) as f64,
                 watts: m.energy_j.iter().map(|(n, j)| (*n, j / d)).collect(),
             };
             points.push(p.clone());
@@ -200,15 +247,15 @@ struct Spinners {
 }
 
 impl Spinners {
-    fn start(n: usize) -> Spinners {
+    fn start(kernel: Kernel, n: usize) -> Spinners {
         let stop = Arc::new(AtomicBool::new(false));
         let threads = (0..n)
             .map(|_| {
                 let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
+                std::thread::spawn(move || match kernel {
+                    Kernel::Idle => {}
+                    Kernel::Compute => compute(&stop),
+                    Kernel::Memory => memory(&stop),
                 })
             })
             .collect();
@@ -222,5 +269,84 @@ impl Drop for Spinners {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+/// Arithmetic until `stop` (not a PAUSE loop: that instruction exists to
+/// draw little, and would calibrate a busy CPU too low).
+fn compute(stop: &AtomicBool) {
+    let (mut x, mut y) = (0x9E37_79B9_7F4A_7C15_u64, 1.000_001_f64);
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..4096 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            y = (y * 1.000_000_1 + 1e-9).sqrt() + 0.5;
+        }
+        std::hint::black_box((x, y));
+    }
+}
+
+/// Bytes each memory thread walks: far beyond any cache.
+const MEMORY_BYTES: usize = 64 << 20;
+
+/// One write per cache line over [`MEMORY_BYTES`], again and again, until
+/// `stop`.
+fn memory(stop: &AtomicBool) {
+    let mut buf = vec![0u64; MEMORY_BYTES / 8];
+    while !stop.load(Ordering::Relaxed) {
+        for i in (0..buf.len()).step_by(8) {
+            buf[i] = buf[i].wrapping_add(1);
+        }
+        std::hint::black_box(&mut buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_is_idle_then_each_kernel_on_one_to_n_cpus() {
+        let plan = Plan::new(2);
+        assert_eq!(
+            plan.levels(),
+            vec![
+                (Kernel::Idle, 0),
+                (Kernel::Compute, 1),
+                (Kernel::Compute, 2),
+                (Kernel::Memory, 1),
+                (Kernel::Memory, 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sweep_whose_load_never_changed_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        // Every CPU busy throughout: /proc/stat's idle never moves.
+        std::fs::write(
+            &stat,
+            "cpu0 1 0 1 0 0 0 0 0 0 0\ncpu1 1 0 1 0 0 0 0 0 0 0\n",
+        )
+        .unwrap();
+        let mut plan = Plan::new(1);
+        plan.stat = stat;
+        plan.per_level = Duration::from_millis(20);
+        plan.settle = Duration::ZERO;
+        plan.repeats = 1;
+        let mut measure = |d: Duration| {
+            std::thread::sleep(d);
+            Ok(Measured::new(
+                "powercap".into(),
+                d.as_secs_f64(),
+                vec![("package", 0.4 * d.as_secs_f64())],
+            ))
+        };
+        let e = calibrate(&plan, false, &mut measure, &mut |_, _, _| {}).unwrap_err();
+        assert!(matches!(e, EstimateError::NoLoadRange { .. }), "{e}");
+        assert!(
+            e.to_string().contains("calibrate on an idle machine"),
+            "{e}"
+        );
     }
 }

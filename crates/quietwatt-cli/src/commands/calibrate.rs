@@ -48,9 +48,9 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     let config = SessionConfig::default()
         .root(env.root.clone())
         .mechanism(args.mechanism);
-    let of = plan.repeats * (plan.max_busy + 1);
+    let of = plan.repeats * plan.levels().len();
     eprintln!(
-        "quietwatt: calibrating: {of} levels of {:.1} s (0 to {} CPUs busy, {} times){}",
+        "quietwatt: calibrating: {of} levels of {:.1} s (idle, then a compute-bound and a memory-bound kernel on 1 to {} CPUs, {} times){}",
         plan.per_level.as_secs_f64(),
         plan.max_busy,
         plan.repeats,
@@ -86,7 +86,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
     };
     let model = calibrate(&plan, env.is_emulated(), &mut measure, &mut |p, i, of| {
         eprintln!(
-            "quietwatt: [{i}/{of}] {} spinning: {:.2} CPUs busy, {}",
+            "quietwatt: [{i}/{of}] {} on {} thread(s): {:.2} CPUs busy, {}",
+            p.kernel.name(),
             p.spinners,
             p.busy_cpus,
             p.watts
