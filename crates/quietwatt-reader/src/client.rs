@@ -294,8 +294,9 @@ impl Source for SocketSource {
         }
         let r = self.reading()?;
         let res = self.welcome.resolution_uj.max(1);
-        let raw: Vec<u64> = self.index.iter().map(|&k| r.energy_uj[k] / res).collect();
-        out.copy_from_slice(&raw);
+        for (o, &k) in out.iter_mut().zip(&self.index) {
+            *o = r.energy_uj[k] / res;
+        }
         let interval = self.welcome.interval_ns;
         let newer = self.last.as_ref().is_none_or(|(t, _)| r.t_ns > *t);
         // A new reading: the next can exist one interval after it. The same one
@@ -305,7 +306,14 @@ impl Source for SocketSource {
         } else {
             now.saturating_add((interval / 20).max(1_000_000))
         };
-        self.last = Some((r.t_ns, raw));
+        // The last reading's buffer is reused: allocated once, at the first.
+        match &mut self.last {
+            Some((t, raw)) => {
+                *t = r.t_ns;
+                raw.copy_from_slice(out);
+            }
+            None => self.last = Some((r.t_ns, out.to_vec())),
+        }
         Ok(())
     }
 }

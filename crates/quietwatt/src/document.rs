@@ -223,12 +223,10 @@ pub struct RecordDocument<X = ()> {
     /// The reader service the counters were read through.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<crate::source::Via>,
-    /// `true` where the figures are a power model's estimate.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub estimated: bool,
-    /// The model whose estimate they are.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub estimate: Option<crate::source::Estimated>,
+    /// The model whose estimate the figures are (`"estimated": true` and
+    /// `"estimate"`), where they are one.
+    #[serde(flatten)]
+    pub estimate: crate::measurement::EstimateFields,
     /// The caller's additions.
     #[serde(flatten)]
     pub extra: X,
@@ -277,7 +275,6 @@ impl RecordDocument {
             exit_code: None,
             kernel: m.kernel.clone(),
             via: m.via.clone(),
-            estimated: m.estimated,
             estimate: m.estimate.clone(),
             extra: (),
         }
@@ -300,7 +297,6 @@ impl RecordDocument {
             exit_code: self.exit_code,
             kernel: self.kernel,
             via: self.via,
-            estimated: self.estimated,
             estimate: self.estimate,
             extra,
         }

@@ -69,13 +69,11 @@ pub struct Measurement {
     /// (`"via"`); absent where they were read here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<crate::source::Via>,
-    /// `true` where the figures are a model's estimate, not a measurement
-    /// (mechanism `estimate`); absent otherwise.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub estimated: bool,
-    /// The model whose estimate they are, and its stated error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub estimate: Option<crate::source::Estimated>,
+    /// The model whose estimate the figures are, and its stated error;
+    /// serialised as `"estimated": true` and `"estimate"`, both absent for a
+    /// measurement.
+    #[serde(flatten)]
+    pub estimate: EstimateFields,
 }
 
 impl Measurement {
@@ -94,8 +92,7 @@ impl Measurement {
                 .first_reading_ns()
                 .map(|first| (first, first + meter.elapsed().as_nanos() as u64)),
             via: meter.via().cloned(),
-            estimated: meter.estimate().is_some(),
-            estimate: meter.estimate().cloned(),
+            estimate: EstimateFields(meter.estimate().cloned()),
         }
     }
 
@@ -162,4 +159,29 @@ pub struct SampleStats {
     /// energy and interval cover it (rows coarser, energy whole). 0 unless the
     /// session's lock was held for a long time.
     pub merged: u64,
+}
+
+/// A measurement's power model, where its figures are an estimate: in the
+/// JSON, `"estimated": true` beside `"estimate"` (the model), nothing for a
+/// measurement. The flag is derived, never stored apart from the model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EstimateFields(pub Option<crate::source::Estimated>);
+
+impl EstimateFields {
+    /// Whether the figures are an estimate.
+    pub fn estimated(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl Serialize for EstimateFields {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        if let Some(e) = &self.0 {
+            map.serialize_entry("estimated", &true)?;
+            map.serialize_entry("estimate", e)?;
+        }
+        map.end()
+    }
 }

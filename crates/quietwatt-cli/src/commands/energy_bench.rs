@@ -421,7 +421,7 @@ fn plot(env: &Environment, m: &Measured, p: &std::path::Path) -> Result<(), Fail
         m.mechanism_name,
         if env.is_emulated() {
             ", EMULATED"
-        } else if m.mechanism_name == quietwatt::Mechanism::Estimate.name() {
+        } else if !super::estimated_words(m.mechanism_name).is_empty() {
             ", ESTIMATED"
         } else {
             ""

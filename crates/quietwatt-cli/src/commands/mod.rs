@@ -200,6 +200,16 @@ pub fn print_notes(meter: &quietwatt::Meter) {
     }
 }
 
+/// What a heading adds after the mechanism's name where the figures are a
+/// power model's estimate (`run`, `run -r`, `compare`); nothing otherwise.
+pub fn estimated_words(mechanism: &str) -> &'static str {
+    if mechanism == quietwatt::Mechanism::Estimate.name() {
+        ": ESTIMATED by a power model, not measured"
+    } else {
+        ""
+    }
+}
+
 /// The exit code `run` passes on: the command's, or 128 + the signal that killed it.
 pub use quietwatt::command::exit_code;
 

@@ -246,11 +246,7 @@ pub fn print_text(m: &Measured) {
         "{} mechanism{}{}, read at {}",
         m.mechanism_name,
         if m.emulated { ", EMULATED" } else { "" },
-        if m.mechanism_name == quietwatt::Mechanism::Estimate.name() {
-            ": ESTIMATED by a power model, not measured"
-        } else {
-            ""
-        },
+        super::estimated_words(m.mechanism_name),
         rate_words(&m.rate)
     );
     eprintln!();
@@ -342,7 +338,7 @@ pub fn export(
         // A PR comment is read without the run's stderr: what the figures are
         // goes with them.
         let mut md = String::new();
-        if m.mechanism_name == quietwatt::Mechanism::Estimate.name() {
+        if !super::estimated_words(m.mechanism_name).is_empty() {
             md.push_str(
                 "> **ESTIMATED** by a power model, not measured: it tells the commands apart by the CPU time they keep busy, not by their instruction mix or memory traffic.\n\n",
             );

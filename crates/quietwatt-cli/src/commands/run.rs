@@ -360,11 +360,7 @@ pub fn report_text(what: &str, r: &EnergyReport, rate: &Rate, emulated: bool) ->
         " Energy of '{what}' ({} mechanism{}{}, read at {}):",
         r.mechanism,
         if emulated { ", EMULATED" } else { "" },
-        if r.mechanism == quietwatt::Mechanism::Estimate.name() {
-            ": ESTIMATED by a power model, not measured"
-        } else {
-            ""
-        },
+        super::estimated_words(r.mechanism),
         rate_words(rate)
     );
     out!();

@@ -85,6 +85,15 @@ fn known_model(dir: &Path, per_cpu_w: f64) -> PathBuf {
     path
 }
 
+/// A scratch directory and, in it, a root with no RAPL at all (no powercap,
+/// msr or power PMU).
+fn no_rapl() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    (dir, empty)
+}
+
 /// The package line of a model file: (idle W, W per busy CPU, error W).
 fn package_line(model: &Path) -> (f64, f64, f64) {
     let m = PowerModel::load(model).unwrap();
@@ -103,9 +112,7 @@ struct Truth {
 /// that spins about a second and a half, reading the emulator's package
 /// counter at its start and end: the run's JSON and the truth.
 fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value, Truth) {
-    let dir = tempfile::tempdir().unwrap();
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
+    let (dir, empty) = no_rapl();
     let out = dir.path().join("truth");
     let counter = emulator.join("sys/class/powercap/intel-rapl:0/energy_uj");
     let script =
@@ -225,9 +232,7 @@ fn a_workload_the_model_does_not_describe_falls_outside_its_stated_error() {
 
 #[test]
 fn a_model_of_another_cpu_a_corrupt_one_and_no_proc_stat_are_refused_with_the_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
+    let (dir, empty) = no_rapl();
     let model = known_model(dir.path(), 5.0);
     let mut other = PowerModel::load(&model).unwrap();
     other.cpu.model += 1;
@@ -320,9 +325,7 @@ fn a_model_of_another_cpu_a_corrupt_one_and_no_proc_stat_are_refused_with_the_fi
 
 #[test]
 fn record_compare_and_repeated_runs_estimate_too_and_say_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
+    let (dir, empty) = no_rapl();
     let model = known_model(dir.path(), 5.0);
     let model_s = model.to_str().unwrap();
     // record: every reading the model's, the summary and the file say so.
@@ -421,9 +424,7 @@ fn record_compare_and_repeated_runs_estimate_too_and_say_so() {
 
 #[test]
 fn guesses_are_labelled_guesses_with_a_wide_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
+    let (_dir, empty) = no_rapl();
     // A TDP-based guess: a fifth idle to all of it busy, ± half of it.
     let o = common::quietwatt(
         &empty,
@@ -492,9 +493,7 @@ fn guesses_are_labelled_guesses_with_a_wide_error() {
 #[test]
 fn serve_exports_the_estimate_labelled_as_one() {
     use std::io::{BufRead, BufReader, Read, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
+    let (dir, empty) = no_rapl();
     let model = known_model(dir.path(), 5.0);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quietwatt"))
         .arg("--root")
