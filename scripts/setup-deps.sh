@@ -11,6 +11,9 @@
 #                test that checks their title cannot check it)
 #   prometheus   not for the build: the serve tests (tests/serve.rs) scrape
 #                `quietwatt serve` with a real Prometheus and query its HTTP API
+#   systemd      not for the build, and not run as init: the reader service's unit
+#                test (tests/cli/reader_systemd.rs) uses systemd-analyze verify,
+#                systemd-socket-activate and systemd-sysusers; installed only if missing
 # Idempotent: `apt-get update` runs only when something is missing.
 set -euo pipefail
 
@@ -30,6 +33,8 @@ command -v make >/dev/null 2>&1 || missing+=(make)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 # Not for the build either: the exporter's test against a real Prometheus.
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# Nor this: the tools the reader service's unit test runs.
+command -v systemd-socket-activate >/dev/null 2>&1 || missing+=(systemd)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -51,7 +56,7 @@ echo "setup-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 pkgs=(clang libelf-dev zlib1g-dev pkg-config fonts-dejavu-core prometheus)
-for extra in build-essential make; do
+for extra in build-essential make systemd; do
   if [[ " ${missing[*]} " == *" $extra "* ]]; then pkgs+=("$extra"); fi
 done
 # Always the full set: apt skips what is there, and a half-done earlier run is completed.
