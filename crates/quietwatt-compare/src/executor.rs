@@ -232,6 +232,7 @@ impl Executor for MeterExecutor<'_> {
                     &self.selection,
                     want,
                     self.power_model.as_ref(),
+                    &self.root,
                 ) {
                     Some(Ok(s)) => s,
                     Some(Err(e)) => return Err(quietwatt::Error::from(e).into()),

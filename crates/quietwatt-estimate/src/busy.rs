@@ -68,6 +68,19 @@ impl BusyClock {
         self.base.iter().filter(|b| **b != u64::MAX).count()
     }
 
+    /// The numbers of the CPUs counted.
+    pub fn cpu_numbers(&self) -> Vec<usize> {
+        (0..self.base.len())
+            .filter(|&c| self.base[c] != u64::MAX)
+            .collect()
+    }
+
+    /// Busy ns of each CPU number since open, as of the last
+    /// [`BusyClock::busy_ns`] (0 for a number not counted).
+    pub fn per_cpu(&self) -> &[u64] {
+        &self.busy
+    }
+
     /// Busy CPU-nanoseconds of all CPUs since open, at `now_ns` (the same clock
     /// as at open). Allocates nothing once the buffer has grown to the file.
     pub fn busy_ns(&mut self, now_ns: u64) -> std::io::Result<u64> {

@@ -1,9 +1,12 @@
-//! `quietwatt calibrate`: a sweep of built-in loads measured with quietwatt's
-//! own mechanisms, and the model fitted on it.
+//! `quietwatt calibrate`: a sweep of built-in loads, at the frequencies the
+//! governor allows, measured with quietwatt's own mechanisms, and the models
+//! fitted on it: one on every input this machine could read, and simpler ones
+//! for machines that read fewer.
 
-use crate::busy::BusyClock;
-use crate::fit::fit;
-use crate::model::{blind_to, CpuIdentity, DomainModel, Origin, PowerModel, BUSY_CPUS, SCHEMA};
+use crate::fit::{fit, Unfit};
+use crate::governor::FreqControl;
+use crate::inputs::{Input, InputClock, ALL};
+use crate::model::{blind_to, CpuIdentity, DomainModel, Fit, Origin, PowerModel, SCHEMA};
 use crate::EstimateError;
 use quietwatt_sys::clock::monotonic_ns;
 use std::path::PathBuf;
@@ -30,6 +33,11 @@ pub struct Plan {
     pub stat: PathBuf,
     /// Where the CPU is named (`/proc/cpuinfo`).
     pub cpuinfo: PathBuf,
+    /// Where cpufreq is (`/sys`): the frequencies read and set.
+    pub sys: PathBuf,
+    /// At most this many of the frequencies the governor allows, each swept
+    /// in turn (0: the governor's own choice only).
+    pub frequencies: usize,
     /// Left to settle before each level is measured.
     pub settle: Duration,
     /// The kernels swept (each on 1 … `max_busy` CPUs): the model's error
@@ -38,7 +46,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Every level from idle to all `cpus` busy, 2 s each, twice.
+    /// Every level from idle to all `cpus` busy, at three of the allowed
+    /// frequencies, 2 s each, twice.
     pub fn new(cpus: usize) -> Plan {
         Plan {
             per_level: Duration::from_secs(2),
@@ -46,20 +55,49 @@ impl Plan {
             max_busy: cpus,
             stat: PathBuf::from("/proc/stat"),
             cpuinfo: PathBuf::from("/proc/cpuinfo"),
+            sys: PathBuf::from("/sys"),
+            frequencies: 3,
             settle: Duration::from_millis(200),
             kernels: vec![Kernel::Compute, Kernel::Memory],
         }
     }
 
-    /// The levels of one sweep: idle, then each kernel on 1 … `max_busy`
+    /// The levels of one sweep at `frequencies` (kHz; none: the governor's
+    /// choice): idle, then at each frequency each kernel on 1 … `max_busy`
     /// CPUs.
-    pub fn levels(&self) -> Vec<(Kernel, usize)> {
-        let mut v = vec![(Kernel::Idle, 0)];
-        for &k in &self.kernels {
-            v.extend((1..=self.max_busy).map(|n| (k, n)));
+    pub fn levels(&self, frequencies: &[u64]) -> Vec<Level> {
+        let at: Vec<Option<u64>> = if frequencies.is_empty() {
+            vec![None]
+        } else {
+            frequencies.iter().copied().map(Some).collect()
+        };
+        let mut v = vec![Level {
+            kernel: Kernel::Idle,
+            spinners: 0,
+            khz: None,
+        }];
+        for &khz in &at {
+            for &kernel in &self.kernels {
+                v.extend((1..=self.max_busy).map(|spinners| Level {
+                    kernel,
+                    spinners,
+                    khz,
+                }));
+            }
         }
         v
     }
+}
+
+/// One load level of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    /// What runs.
+    pub kernel: Kernel,
+    /// On how many threads.
+    pub spinners: usize,
+    /// The highest frequency allowed, kHz (`None`: as the governor left it).
+    pub khz: Option<u64>,
 }
 
 /// What keeps the CPUs of a level busy.
@@ -91,12 +129,12 @@ impl Kernel {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Point {
-    /// What ran.
-    pub kernel: Kernel,
-    /// On how many threads.
-    pub spinners: usize,
+    /// What ran, where.
+    pub level: Level,
     /// The busy CPUs `/proc/stat` saw, on average.
     pub busy_cpus: f64,
+    /// Each input's mean over the level ([`ALL`]'s order; 0 where not read).
+    pub inputs: [f64; 4],
     /// Each domain's mean power measured, W.
     pub watts: Vec<(&'static str, f64)>,
 }
@@ -125,50 +163,118 @@ impl Measured {
     }
 }
 
+/// What the sweep is told before its first level.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Start {
+    /// The levels to measure, all repeats.
+    pub levels: usize,
+    /// The frequencies swept, kHz (empty: the governor's choice).
+    pub frequencies: Vec<u64>,
+    /// Inputs that cannot be read or set here, and why.
+    pub missing: Vec<String>,
+}
+
+/// The sweep's listener: its start, then each point.
+pub trait Progress {
+    /// Before the first level.
+    fn start(&mut self, start: &Start);
+    /// After each level: the point, its place (from 1) and the count.
+    fn point(&mut self, point: &Point, index: usize, of: usize);
+}
+
 /// Runs the sweep: at each level, `measure` measures the counters for the
 /// span it is given (the engine's session, in `quietwatt calibrate`) while
-/// this many CPUs spin, and the busy CPUs are read over the same span;
-/// `progress` hears of each point (`index`, `of`). Fits the model. It carries
-/// the mechanism that measured, and `emulated` (the counters are quietwatt's
-/// emulator's, as the caller knows).
+/// its CPUs spin, and the inputs are read over the same span. Where the
+/// frequency limits can be set, each frequency is swept in turn, and they are
+/// restored at the end, on error and when `stop` is raised (then
+/// [`EstimateError::Interrupted`], between levels). Fits the models. They
+/// carry the mechanism that measured, and `emulated` (the counters are
+/// quietwatt's emulator's, as the caller knows).
 pub fn calibrate(
     plan: &Plan,
     emulated: bool,
+    stop: &AtomicBool,
     measure: &mut dyn FnMut(Duration) -> Result<Measured, String>,
-    progress: &mut dyn FnMut(&Point, usize, usize),
+    progress: &mut dyn Progress,
 ) -> Result<PowerModel, EstimateError> {
-    let levels = plan.levels();
-    let of = plan.repeats.max(1) * levels.len();
-    let mut points = Vec::with_capacity(of);
-    let mut mechanism = String::new();
     let stat_error = |source| EstimateError::Stat {
         path: plan.stat.clone(),
         source,
     };
+    let probe = InputClock::open(&plan.stat, &plan.sys, &ALL, 0).map_err(stat_error)?;
+    // One line per reason (the PMU's two counts share theirs).
+    let mut missing: Vec<String> = Vec::new();
+    let mut reasons: Vec<(Vec<&str>, &str)> = Vec::new();
+    for (i, why) in probe.missing() {
+        match reasons.iter_mut().find(|(_, w)| *w == why.as_str()) {
+            Some((names, _)) => names.push(i.name()),
+            None => reasons.push((vec![i.name()], why)),
+        }
+    }
+    missing.extend(
+        reasons
+            .iter()
+            .map(|(names, why)| format!("{}: {why}", names.join(", "))),
+    );
+    let control = if plan.frequencies == 0 || !probe.reads(Input::BusyCpuGhz) {
+        None
+    } else {
+        let cpus: Vec<usize> = crate::busy::BusyClock::open(&plan.stat, 0)
+            .map_err(stat_error)?
+            .cpu_numbers();
+        FreqControl::open(&plan.sys, &cpus)
+            .map_err(|why| missing.push(format!("setting the frequency: {why}")))
+            .ok()
+    };
+    let frequencies = control
+        .as_ref()
+        .map_or_else(Vec::new, |c| c.pick(plan.frequencies));
+    let levels = plan.levels(&frequencies);
+    let of = plan.repeats.max(1) * levels.len();
+    progress.start(&Start {
+        levels: of,
+        frequencies: frequencies.clone(),
+        missing: missing.clone(),
+    });
+    let mut points = Vec::with_capacity(of);
+    let mut mechanism = String::new();
     for _ in 0..plan.repeats.max(1) {
-        for &(kernel, spinners) in &levels {
-            let spin = Spinners::start(kernel, spinners);
+        for &level in &levels {
+            if stop.load(Ordering::Relaxed) {
+                return Err(EstimateError::Interrupted {
+                    measured: points.len(),
+                });
+            }
+            if let (Some(c), Some(khz)) = (&control, level.khz) {
+                c.set(khz).map_err(EstimateError::Governor)?;
+            }
+            let spin = Spinners::start(level.kernel, level.spinners);
             std::thread::sleep(plan.settle);
             let t0 = monotonic_ns();
-            let mut clock = BusyClock::open(&plan.stat, t0).map_err(stat_error)?;
+            let mut clock =
+                InputClock::open(&plan.stat, &plan.sys, &ALL, t0).map_err(stat_error)?;
             let m = measure(plan.per_level).map_err(EstimateError::Measure)?;
             let t1 = monotonic_ns();
-            let busy = clock.busy_ns(t1).map_err(stat_error)?;
+            let totals = *clock.sample(t1).map_err(stat_error)?;
             drop(spin);
             mechanism = m.mechanism;
             let d = m.duration_s.max(1e-9);
+            // Over the clock's own span (the session's is a little shorter):
+            // the inputs' means, whatever the spans' ends.
+            let span = t1.saturating_sub(t0).max(1) as f64 * 1e-9;
+            let inputs = totals.map(|t| t / span);
             let p = Point {
-                kernel,
-                spinners,
-                // Over the clock's own span (the session's is a little
-                // shorter): the mean busy CPUs, whatever the spans' ends.
-                busy_cpus: busy as f64 / t1.saturating_sub(t0).max(1) as f64,
+                level,
+                busy_cpus: inputs[0],
+                inputs,
                 watts: m.energy_j.iter().map(|(n, j)| (*n, j / d)).collect(),
             };
             points.push(p.clone());
-            progress(&p, points.len(), of);
+            progress.point(&p, points.len(), of);
         }
     }
+    drop(control);
     // Half a CPU between the lightest and the heaviest level at least: less is
     // a machine others keep busy, whose points would fit noise.
     let lo = points
@@ -187,47 +293,16 @@ pub fn calibrate(
         path: plan.cpuinfo.clone(),
         source,
     })?;
-    let cpus = BusyClock::open(&plan.stat, 0)
-        .map_err(|source| EstimateError::Stat {
-            path: plan.stat.clone(),
-            source,
-        })?
-        .cpus();
-    let mut domains = Vec::new();
-    for name in ["package", "dram"] {
-        let xy: Vec<(f64, f64)> = points
-            .iter()
-            .filter_map(|p| {
-                p.watts
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, w)| (p.busy_cpus, *w))
-            })
-            .collect();
-        if xy.is_empty() {
-            continue;
-        }
-        let line = fit(&xy).ok_or_else(|| EstimateError::Fit {
-            domain: name.into(),
-            why: format!(
-                "{} points over busy CPUs {:?}: at least three, at two loads or more, are needed (more CPUs to load, or --repeats)",
-                xy.len(),
-                xy.iter().map(|p| (p.0 * 100.0).round() / 100.0).collect::<Vec<_>>()
-            ),
-        })?;
-        domains.push(DomainModel::from_line(name, &line, xy.len()));
-    }
-    if domains.is_empty() {
-        return Err(EstimateError::Fit {
-            domain: "package".into(),
-            why: "the counters opened measure neither package nor dram".into(),
-        });
-    }
+    let (fits, left_out) = fit_all(&points, |i| probe.reads(i))?;
+    let mut fits = fits.into_iter();
+    let main = fits
+        .next()
+        .expect("fit_all gives the busy CPUs' fit at least");
+    missing.extend(left_out);
     Ok(PowerModel {
         schema: SCHEMA.into(),
-        cpu: CpuIdentity::parse(&cpuinfo, u32::try_from(cpus).unwrap_or(u32::MAX)),
-        inputs: vec![BUSY_CPUS.into()],
-        domains,
+        cpu: CpuIdentity::parse(&cpuinfo, u32::try_from(probe.cpus()).unwrap_or(u32::MAX)),
+        fit: main,
         origin: Origin::Calibrated {
             mechanism,
             emulated,
@@ -236,8 +311,108 @@ pub fn calibrate(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         },
-        blind_to: blind_to(),
+        simpler: fits.collect(),
+        left_out: missing,
     })
+}
+
+/// The input sets tried, richest first: frequency or cycles for how fast the
+/// busy CPUs ran, instructions for what they did.
+const CANDIDATES: &[&[Input]] = &[
+    &[Input::BusyCpus, Input::BusyCpuGhz, Input::Instructions],
+    &[Input::BusyCpus, Input::Cycles, Input::Instructions],
+    &[Input::BusyCpus, Input::BusyCpuGhz],
+    &[Input::BusyCpus, Input::Instructions],
+    &[Input::BusyCpus],
+];
+
+/// Each candidate input set that `reads` allows, fitted on every domain
+/// measured; an input that moved in step with the others is dropped, and
+/// said. Distinct fits, most inputs first, the busy CPUs' last; and what was
+/// dropped.
+fn fit_all(
+    points: &[Point],
+    reads: impl Fn(Input) -> bool,
+) -> Result<(Vec<Fit>, Vec<String>), EstimateError> {
+    let mut fits: Vec<Fit> = Vec::new();
+    let mut dropped = Vec::new();
+    for candidate in CANDIDATES {
+        let mut inputs: Vec<Input> = candidate.to_vec();
+        if !inputs.iter().all(|i| reads(*i)) {
+            continue;
+        }
+        let domains = loop {
+            match fit_domains(points, &inputs) {
+                Ok(d) => break d,
+                Err((_, Unfit::NotIdentifiable { index })) if index > 0 => {
+                    let gone = inputs.remove(index);
+                    let why = format!(
+                        "{}: never varied apart from {} during the sweep, so its effect cannot be told from theirs",
+                        gone.name(),
+                        inputs.iter().map(|i| i.name()).collect::<Vec<_>>().join(" and ")
+                    );
+                    if !dropped.contains(&why) {
+                        dropped.push(why);
+                    }
+                }
+                Err((domain, why)) => {
+                    return Err(EstimateError::Fit {
+                        domain: domain.into(),
+                        why: match why {
+                            Unfit::TooFewPoints { points, needed } => format!(
+                                "{points} points: at least {needed} are needed (more CPUs to load, or --repeats)"
+                            ),
+                            Unfit::NotIdentifiable { .. } => format!(
+                                "the busy CPUs never changed ({:?}): at two loads or more are needed",
+                                points.iter().map(|p| (p.busy_cpus * 100.0).round() / 100.0).collect::<Vec<_>>()
+                            ),
+                        },
+                    })
+                }
+            }
+        };
+        let names: Vec<String> = inputs.iter().map(|i| i.name().to_string()).collect();
+        if domains.is_empty() {
+            return Err(EstimateError::Fit {
+                domain: "package".into(),
+                why: "the counters opened measure neither package nor dram".into(),
+            });
+        }
+        if fits.iter().all(|f| f.inputs != names) {
+            fits.push(Fit {
+                inputs: names,
+                domains,
+                blind_to: blind_to(&inputs),
+            });
+        }
+    }
+    // Most inputs first; among equals, the candidates' order.
+    fits.sort_by_key(|f| std::cmp::Reverse(f.inputs.len()));
+    Ok((fits, dropped))
+}
+
+/// Each measured domain's plane on `inputs`; the domain and why where one
+/// cannot be fitted.
+fn fit_domains(
+    points: &[Point],
+    inputs: &[Input],
+) -> Result<Vec<DomainModel>, (&'static str, Unfit)> {
+    let mut domains = Vec::new();
+    for name in ["package", "dram"] {
+        let (x, y): (Vec<Vec<f64>>, Vec<f64>) = points
+            .iter()
+            .filter_map(|p| {
+                let w = p.watts.iter().find(|(n, _)| *n == name)?.1;
+                Some((inputs.iter().map(|i| p.inputs[i.index()]).collect(), w))
+            })
+            .unzip();
+        if y.is_empty() {
+            continue;
+        }
+        let f = fit(&x, &y).map_err(|e| (name, e))?;
+        domains.push(DomainModel::from_fit(name, inputs, &f, y.len()));
+    }
+    Ok(domains)
 }
 
 /// Threads that keep CPUs busy until dropped.
@@ -304,18 +479,113 @@ fn memory(stop: &AtomicBool) {
 mod tests {
     use super::*;
 
+    fn l(kernel: Kernel, spinners: usize, khz: Option<u64>) -> Level {
+        Level {
+            kernel,
+            spinners,
+            khz,
+        }
+    }
+
     #[test]
-    fn a_sweep_is_idle_then_each_kernel_on_one_to_n_cpus() {
+    fn a_sweep_is_idle_then_each_kernel_on_one_to_n_cpus_at_each_frequency() {
         let plan = Plan::new(2);
         assert_eq!(
-            plan.levels(),
+            plan.levels(&[]),
             vec![
-                (Kernel::Idle, 0),
-                (Kernel::Compute, 1),
-                (Kernel::Compute, 2),
-                (Kernel::Memory, 1),
-                (Kernel::Memory, 2),
+                l(Kernel::Idle, 0, None),
+                l(Kernel::Compute, 1, None),
+                l(Kernel::Compute, 2, None),
+                l(Kernel::Memory, 1, None),
+                l(Kernel::Memory, 2, None),
             ]
+        );
+        let at = plan.levels(&[3_000_000, 1_500_000]);
+        assert_eq!(at.len(), 9);
+        assert_eq!(at[5], l(Kernel::Compute, 1, Some(1_500_000)));
+    }
+
+    struct Quiet;
+    impl Progress for Quiet {
+        fn start(&mut self, _: &Start) {}
+        fn point(&mut self, _: &Point, _: usize, _: usize) {}
+    }
+
+    fn point(busy: f64, ghz: f64, ginstr: f64, watts: f64) -> Point {
+        Point {
+            level: l(Kernel::Compute, 1, None),
+            busy_cpus: busy,
+            inputs: [busy, busy * ghz, ginstr, busy * ghz],
+            watts: vec![("package", watts)],
+        }
+    }
+
+    fn points(frequencies: &[f64]) -> Vec<Point> {
+        let mut pts = vec![point(0.0, 0.0, 0.0, 10.0), point(0.0, 0.0, 0.0, 10.0)];
+        for busy in [1.0, 2.0] {
+            for &ghz in frequencies {
+                for ipc in [0.5, 2.0] {
+                    let gi = busy * ghz * ipc;
+                    pts.push(point(
+                        busy,
+                        ghz,
+                        gi,
+                        10.0 + 2.0 * busy + busy * ghz + 0.5 * gi,
+                    ));
+                }
+            }
+        }
+        pts
+    }
+
+    /// Points from a machine whose power follows frequency and instructions:
+    /// the richest fit recovers both, and the fits on fewer inputs are kept
+    /// for machines that read fewer, each with its own (larger) error.
+    #[test]
+    fn every_readable_input_set_is_fitted() {
+        let pts = points(&[1.5, 2.2, 3.0]);
+        let (fits, dropped) = fit_all(&pts, |_| true).unwrap();
+        let names: Vec<&[String]> = fits.iter().map(|f| f.inputs.as_slice()).collect();
+        assert_eq!(
+            names,
+            [
+                &["busy_cpus", "busy_cpu_ghz", "instructions_gps"][..],
+                &["busy_cpus", "cycles_gps", "instructions_gps"][..],
+                &["busy_cpus", "busy_cpu_ghz"][..],
+                &["busy_cpus", "instructions_gps"][..],
+                &["busy_cpus"][..],
+            ]
+        );
+        assert!(dropped.is_empty(), "{dropped:?}");
+        let p = &fits[0].domains[0];
+        assert!((p.coef(Input::BusyCpuGhz) - 1.0).abs() < 1e-6, "{p:?}");
+        assert!((p.coef(Input::Instructions) - 0.5).abs() < 1e-6, "{p:?}");
+        assert!((p.coef(Input::BusyCpus) - 2.0).abs() < 1e-6, "{p:?}");
+        assert!(p.error_w < 1e-6);
+        // Fewer inputs, a worse fit, and an error that says so.
+        assert!(fits[4].domains[0].error_w > 0.5, "{:?}", fits[4]);
+        // Without the PMU, the frequency's fit leads.
+        let (fits, _) =
+            fit_all(&pts, |i| matches!(i, Input::BusyCpus | Input::BusyCpuGhz)).unwrap();
+        assert_eq!(fits[0].inputs, ["busy_cpus", "busy_cpu_ghz"]);
+        assert_eq!(fits.len(), 2);
+    }
+
+    /// At one frequency, busy × GHz moves in step with the busy CPUs: it is
+    /// dropped, and the model says why.
+    #[test]
+    fn an_input_that_never_varied_apart_is_dropped_and_said() {
+        let (fits, dropped) = fit_all(&points(&[2.2]), |_| true).unwrap();
+        let names: Vec<&[String]> = fits.iter().map(|f| f.inputs.as_slice()).collect();
+        assert_eq!(
+            names,
+            [&["busy_cpus", "instructions_gps"][..], &["busy_cpus"][..]]
+        );
+        assert!(
+            dropped
+                .iter()
+                .any(|d| d.starts_with("busy_cpu_ghz: never varied apart from busy_cpus")),
+            "{dropped:?}"
         );
     }
 
@@ -331,6 +601,7 @@ mod tests {
         .unwrap();
         let mut plan = Plan::new(1);
         plan.stat = stat;
+        plan.sys = dir.path().to_path_buf();
         plan.per_level = Duration::from_millis(20);
         plan.settle = Duration::ZERO;
         plan.repeats = 1;
@@ -342,7 +613,14 @@ mod tests {
                 vec![("package", 0.4 * d.as_secs_f64())],
             ))
         };
-        let e = calibrate(&plan, false, &mut measure, &mut |_, _, _| {}).unwrap_err();
+        let e = calibrate(
+            &plan,
+            false,
+            &AtomicBool::new(false),
+            &mut measure,
+            &mut Quiet,
+        )
+        .unwrap_err();
         assert!(matches!(e, EstimateError::NoLoadRange { .. }), "{e}");
         assert!(
             e.to_string().contains("calibrate on an idle machine"),

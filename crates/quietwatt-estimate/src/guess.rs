@@ -2,7 +2,10 @@
 //! power by microarchitecture, and a line from a TDP the user gives. Both say
 //! so in every report, and state an error as wide as their basis deserves.
 
-use crate::model::{blind_to, CpuIdentity, DomainModel, Origin, PowerModel, BUSY_CPUS, SCHEMA};
+use crate::inputs::Input;
+use crate::model::{
+    blind_to, CpuIdentity, DomainModel, Fit, Origin, PowerModel, BUSY_CPUS, SCHEMA,
+};
 
 /// The share of a guess's full-load power stated as its error: the table's
 /// servers and a TDP say little about one machine's package.
@@ -105,17 +108,22 @@ fn guess(
     PowerModel {
         schema: SCHEMA.into(),
         cpu: cpu.clone(),
-        inputs: vec![BUSY_CPUS.into()],
-        domains: vec![DomainModel {
-            domain: "package".into(),
-            idle_w,
-            per_busy_cpu_w,
-            error_w: GUESS_ERROR * full_w,
-            loo_rmse_w: 0.0,
-            points: 0,
-        }],
+        fit: Fit {
+            inputs: vec![BUSY_CPUS.into()],
+            domains: vec![DomainModel {
+                domain: "package".into(),
+                idle_w,
+                per_busy_cpu_w,
+                terms: Vec::new(),
+                error_w: GUESS_ERROR * full_w,
+                loo_rmse_w: 0.0,
+                points: 0,
+            }],
+            blind_to: blind_to(&[Input::BusyCpus]),
+        },
         origin: Origin::Guess { basis },
-        blind_to: blind_to(),
+        simpler: Vec::new(),
+        left_out: Vec::new(),
     }
 }
 

@@ -3,7 +3,10 @@
 //! Most CI runners and cloud VMs expose no RAPL. This crate fits a power model
 //! of package and DRAM on what a VM can see (the busy CPUs, from
 //! `/proc/stat`), calibrated against real RAPL on the same CPU with quietwatt's
-//! own mechanisms ([`calibrate`]), and states its cross-validated error
+//! own mechanisms ([`calibrate`]), and where they can be read, on the busy
+//! CPUs' frequency and the PMU's instructions and cycles ([`inputs`]), with
+//! simpler fits kept for machines that read fewer; it states its
+//! cross-validated error
 //! ([`model::DomainModel::error_w`]). The model then reads as a
 //! [`quietwatt_sources::Source`] of mechanism `estimate` ([`EstimateSource`]):
 //! the engine's meter computes the figures as for any mechanism, every report
@@ -19,7 +22,7 @@
 //! use quietwatt_estimate::{open_model, ModelChoice};
 //! use quietwatt_sources::Source;
 //! let model = ModelChoice::file("model.json");
-//! let mut source = open_model(&model, &Default::default(), "/proc".as_ref())?;
+//! let mut source = open_model(&model, &Default::default(), "/proc".as_ref(), "/sys".as_ref())?;
 //! let mut energy = vec![0; source.channels().len()];
 //! source.read(&mut energy)?; // µJ since it was opened, as the model predicts
 //! println!("{:?} (ESTIMATED: {:?})", energy, source.estimate());
@@ -30,7 +33,9 @@
 pub mod busy;
 pub mod calibrate;
 pub mod fit;
+pub mod governor;
 pub mod guess;
+pub mod inputs;
 pub mod model;
 pub mod source;
 
@@ -86,11 +91,14 @@ pub const BUILTIN: &str = "builtin";
 
 /// The model `choice` names, checked against this CPU (`proc`'s `cpuinfo`; a
 /// model file of another part is refused unless forced), as a source
-/// estimating the domains `selection` names from `proc`'s `stat`.
+/// estimating the domains `selection` names from `proc`'s `stat` (and
+/// `sys`'s cpufreq, and the PMU, where the model uses them and they can be
+/// read).
 pub fn open_model(
     choice: &ModelChoice,
     selection: &quietwatt_sources::Selection,
     proc: &Path,
+    sys: &Path,
 ) -> Result<EstimateSource, EstimateError> {
     let cpuinfo =
         std::fs::read_to_string(proc.join("cpuinfo")).map_err(|source| EstimateError::Stat {
@@ -123,7 +131,7 @@ pub fn open_model(
             (guess::tdp(&here, *watts), format!("a {watts} W TDP"))
         }
     };
-    EstimateSource::open(&model, &origin, selection, &proc.join("stat"))
+    EstimateSource::open(&model, &origin, selection, &proc.join("stat"), sys)
 }
 
 impl From<EstimateError> for quietwatt_sources::Error {
@@ -202,6 +210,16 @@ pub enum EstimateError {
     /// A domain asked for is not modelled.
     #[error("{0}")]
     Selection(quietwatt_sources::Error),
+    /// Calibration was asked to stop (a signal) after `measured` levels; the
+    /// frequency limits are restored and no model is written.
+    #[error("calibration stopped after {measured} level(s): no model written (the frequency limits are as they were)")]
+    Interrupted {
+        /// The levels measured.
+        measured: usize,
+    },
+    /// A frequency could not be set part-way through the sweep.
+    #[error("cannot set the frequency for calibration: {0}")]
+    Governor(String),
     /// Calibration could not measure.
     #[error("calibration needs counters to measure against: {0}")]
     Measure(String),

@@ -1,14 +1,19 @@
 //! The power model file: what it predicts from, for which CPU, how well.
 
-use crate::fit::Line;
+use crate::fit::Fitted;
+use crate::inputs::Input;
 use crate::EstimateError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// The schema of a model file.
-pub const SCHEMA: &str = "quietwatt.power-model/1";
+/// The schema of a model file: version 2 adds the frequency and PMU inputs
+/// ([`DomainModel::terms`]) and the simpler fits ([`PowerModel::simpler`]).
+pub const SCHEMA: &str = "quietwatt.power-model/2";
 
-/// The one input of this version: busy CPUs, from `/proc/stat`.
+/// The schema of version 1 (busy CPUs only), still read.
+pub const SCHEMA_V1: &str = "quietwatt.power-model/1";
+
+/// The input every model has: busy CPUs, from `/proc/stat`.
 pub const BUSY_CPUS: &str = "busy_cpus";
 
 /// How confident the stated error is: a figure's uncertainty holds this many
@@ -70,7 +75,16 @@ impl std::fmt::Display for CpuIdentity {
     }
 }
 
-/// One domain's line.
+/// What one unit of an input beyond the busy CPUs adds to a domain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Term {
+    /// The input ([`Input::name`]).
+    pub input: String,
+    /// W per unit of it ([`Input::unit`]).
+    pub w_per_unit: f64,
+}
+
+/// One domain's line (a plane, with more inputs than the busy CPUs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DomainModel {
     /// `package` or `dram`.
@@ -79,6 +93,9 @@ pub struct DomainModel {
     pub idle_w: f64,
     /// What each busy CPU adds, W.
     pub per_busy_cpu_w: f64,
+    /// What the other inputs add.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terms: Vec<Term>,
     /// The stated error of a predicted power, W: what every estimated figure's
     /// uncertainty holds per second ([`ERROR_RMSES`] leave-one-out RMSEs, at
     /// least the largest leave-one-out residual).
@@ -90,16 +107,37 @@ pub struct DomainModel {
 }
 
 impl DomainModel {
-    /// A fitted line as a domain's model, with its stated error.
-    pub fn from_line(domain: &str, line: &Line, points: usize) -> DomainModel {
+    /// A fit on `inputs` (busy CPUs first) as a domain's model, with its
+    /// stated error.
+    pub fn from_fit(domain: &str, inputs: &[Input], f: &Fitted, points: usize) -> DomainModel {
         DomainModel {
             domain: domain.to_string(),
-            idle_w: line.idle_w,
-            per_busy_cpu_w: line.per_busy_cpu_w,
-            error_w: (ERROR_RMSES * line.loo_rmse_w).max(line.loo_max_w),
-            loo_rmse_w: line.loo_rmse_w,
+            idle_w: f.idle_w,
+            per_busy_cpu_w: f.coef.first().copied().unwrap_or(0.0),
+            terms: inputs
+                .iter()
+                .zip(&f.coef)
+                .skip(1)
+                .map(|(i, c)| Term {
+                    input: i.name().into(),
+                    w_per_unit: *c,
+                })
+                .collect(),
+            error_w: (ERROR_RMSES * f.loo_rmse_w).max(f.loo_max_w),
+            loo_rmse_w: f.loo_rmse_w,
             points,
         }
+    }
+
+    /// W per unit of `input` (0 where the model has no such term).
+    pub fn coef(&self, input: Input) -> f64 {
+        if input == Input::BusyCpus {
+            return self.per_busy_cpu_w;
+        }
+        self.terms
+            .iter()
+            .find(|t| t.input == input.name())
+            .map_or(0.0, |t| t.w_per_unit)
     }
 }
 
@@ -147,31 +185,68 @@ impl Origin {
     }
 }
 
-/// A power model: package and DRAM power from the busy CPUs.
+/// One fit: each domain's plane on some inputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// What it predicts from ([`Input::name`]s, [`BUSY_CPUS`] first).
+    pub inputs: Vec<String>,
+    /// One plane per domain.
+    pub domains: Vec<DomainModel>,
+    /// What it cannot see, for every report that uses it.
+    pub blind_to: Vec<String>,
+}
+
+impl Fit {
+    /// Its inputs (those a loaded file names are known).
+    pub fn inputs(&self) -> impl Iterator<Item = Input> + '_ {
+        self.inputs.iter().filter_map(|i| Input::parse(i))
+    }
+
+    /// The plane of `domain`, if modelled.
+    pub fn domain(&self, domain: &str) -> Option<&DomainModel> {
+        self.domains.iter().find(|d| d.domain == domain)
+    }
+}
+
+/// A power model: package and DRAM power from the busy CPUs, and where
+/// calibration could read them, their frequency, instructions and cycles.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerModel {
     /// [`SCHEMA`].
     pub schema: String,
     /// The CPU it was made on.
     pub cpu: CpuIdentity,
-    /// What it predicts from ([`BUSY_CPUS`]).
-    pub inputs: Vec<String>,
-    /// One line per domain.
-    pub domains: Vec<DomainModel>,
+    /// The fit on the most inputs.
+    #[serde(flatten)]
+    pub fit: Fit,
     /// How it was made.
     pub origin: Origin,
-    /// What it cannot see, for every report that uses it.
-    pub blind_to: Vec<String>,
+    /// Fits on fewer inputs, most first, the last on the busy CPUs alone:
+    /// used where a machine cannot read an input of the fits before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub simpler: Vec<Fit>,
+    /// The inputs calibration could not fit, and why (read nowhere, or never
+    /// varied apart from the others).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
-/// What a busy-CPU model cannot tell apart.
-pub fn blind_to() -> Vec<String> {
-    vec![
-        "instruction mix (vector units, divides)".into(),
-        "memory traffic (DRAM follows CPU time only)".into(),
-        "frequency changes not caused by load".into(),
-        "other machines sharing the host".into(),
-    ]
+/// What a model on `inputs` cannot tell apart.
+pub fn blind_to(inputs: &[Input]) -> Vec<String> {
+    let has = |i| inputs.contains(&i);
+    let mut v = Vec::new();
+    if has(Input::Instructions) {
+        v.push("instruction mix beyond the count (vector width, divides)".into());
+        v.push("memory traffic beyond the stalls it costs in cycles".into());
+    } else {
+        v.push("instruction mix (vector units, divides)".into());
+        v.push("memory traffic (DRAM follows CPU time only)".into());
+    }
+    if !has(Input::BusyCpuGhz) && !has(Input::Cycles) {
+        v.push("frequency changes not caused by load".into());
+    }
+    v.push("other machines sharing the host".into());
+    v
 }
 
 impl PowerModel {
@@ -186,33 +261,14 @@ impl PowerModel {
             why,
         };
         let m: PowerModel = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-        if m.schema != SCHEMA {
+        if m.schema != SCHEMA && m.schema != SCHEMA_V1 {
             return Err(corrupt(format!(
-                "schema {:?}, where this quietwatt reads {SCHEMA:?}",
+                "schema {:?}, where this quietwatt reads {SCHEMA:?} and {SCHEMA_V1:?}",
                 m.schema
             )));
         }
-        if m.inputs.iter().any(|i| i != BUSY_CPUS) {
-            return Err(corrupt(format!(
-                "inputs {:?}: this quietwatt models from {BUSY_CPUS} only",
-                m.inputs
-            )));
-        }
-        if m.domains.is_empty() {
-            return Err(corrupt("no domain".into()));
-        }
-        for d in &m.domains {
-            let ok = |x: f64| x.is_finite() && (0.0..=10_000.0).contains(&x);
-            if !(ok(d.idle_w)
-                && ok(d.per_busy_cpu_w.abs())
-                && ok(d.error_w)
-                && matches!(d.domain.as_str(), "package" | "dram"))
-            {
-                return Err(corrupt(format!(
-                    "domain {:?}: idle {} W, {} W per busy CPU, error {} W (a domain package or dram, each 0 to 10000 W)",
-                    d.domain, d.idle_w, d.per_busy_cpu_w, d.error_w
-                )));
-            }
+        for fit in std::iter::once(&m.fit).chain(&m.simpler) {
+            fit.check().map_err(corrupt)?;
         }
         Ok(m)
     }
@@ -239,9 +295,90 @@ impl PowerModel {
         }
     }
 
-    /// The line of `domain`, if modelled.
+    /// The plane of `domain` in the fit on the most inputs, if modelled.
     pub fn domain(&self, domain: &str) -> Option<&DomainModel> {
-        self.domains.iter().find(|d| d.domain == domain)
+        self.fit.domain(domain)
+    }
+
+    /// The fit on the most inputs that `reads` says this machine reads, and
+    /// the inputs of the richer fits it cannot (`None` where even the busy
+    /// CPUs' fit needs one: a file that names no such fit).
+    pub fn choose(&self, reads: impl Fn(Input) -> bool) -> Option<(&Fit, Vec<Input>)> {
+        let mut unread = Vec::new();
+        for fit in std::iter::once(&self.fit).chain(&self.simpler) {
+            let lacking: Vec<Input> = fit.inputs().filter(|i| !reads(*i)).collect();
+            if lacking.is_empty() {
+                return Some((fit, unread));
+            }
+            for i in lacking {
+                if !unread.contains(&i) {
+                    unread.push(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Every input of any of its fits.
+    pub fn all_inputs(&self) -> Vec<Input> {
+        let mut v: Vec<Input> = Vec::new();
+        for i in std::iter::once(&self.fit)
+            .chain(&self.simpler)
+            .flat_map(Fit::inputs)
+        {
+            if !v.contains(&i) {
+                v.push(i);
+            }
+        }
+        v
+    }
+}
+
+impl Fit {
+    /// Why this fit cannot be used, if it cannot.
+    fn check(&self) -> Result<(), String> {
+        for i in &self.inputs {
+            if Input::parse(i).is_none() {
+                return Err(format!(
+                    "input {i:?}: this quietwatt models from {}",
+                    crate::inputs::ALL.map(Input::name).join(", ")
+                ));
+            }
+        }
+        if self.inputs.first().map(String::as_str) != Some(BUSY_CPUS) {
+            return Err(format!(
+                "inputs {:?}: every fit starts with {BUSY_CPUS}",
+                self.inputs
+            ));
+        }
+        if self.domains.is_empty() {
+            return Err("no domain".into());
+        }
+        let ok = |x: f64| x.is_finite() && (0.0..=10_000.0).contains(&x);
+        for d in &self.domains {
+            if !(ok(d.idle_w)
+                && ok(d.per_busy_cpu_w.abs())
+                && ok(d.error_w)
+                && matches!(d.domain.as_str(), "package" | "dram"))
+            {
+                return Err(format!(
+                    "domain {:?}: idle {} W, {} W per busy CPU, error {} W (a domain package or dram, each 0 to 10000 W)",
+                    d.domain, d.idle_w, d.per_busy_cpu_w, d.error_w
+                ));
+            }
+            for t in &d.terms {
+                if !(self.inputs.contains(&t.input)
+                    && t.input != BUSY_CPUS
+                    && ok(t.w_per_unit.abs()))
+                {
+                    return Err(format!(
+                        "domain {:?}: a term of {:?} at {} W per unit (an input of the fit besides {BUSY_CPUS}, within ±10000 W)",
+                        d.domain, t.input, t.w_per_unit
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -251,28 +388,37 @@ mod tests {
 
     const CPUINFO: &str = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7B13\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\n";
 
-    fn model() -> PowerModel {
-        PowerModel {
-            schema: SCHEMA.into(),
-            cpu: CpuIdentity::parse(CPUINFO, 2),
-            inputs: vec![BUSY_CPUS.into()],
-            domains: vec![DomainModel::from_line(
+    fn fit(inputs: &[Input], coef: &[f64]) -> Fit {
+        Fit {
+            inputs: inputs.iter().map(|i| i.name().to_string()).collect(),
+            domains: vec![DomainModel::from_fit(
                 "package",
-                &Line {
+                inputs,
+                &Fitted {
                     idle_w: 10.0,
-                    per_busy_cpu_w: 5.0,
+                    coef: coef.to_vec(),
                     loo_rmse_w: 0.1,
                     loo_max_w: 0.3,
                 },
                 8,
             )],
+            blind_to: blind_to(inputs),
+        }
+    }
+
+    fn model() -> PowerModel {
+        PowerModel {
+            schema: SCHEMA.into(),
+            cpu: CpuIdentity::parse(CPUINFO, 2),
+            fit: fit(&[Input::BusyCpus, Input::BusyCpuGhz], &[2.0, 1.0]),
             origin: Origin::Calibrated {
                 mechanism: "powercap".into(),
                 emulated: true,
                 seconds_per_level: 2.0,
                 created_unix_s: 0,
             },
-            blind_to: blind_to(),
+            simpler: vec![fit(&[Input::BusyCpus], &[5.0])],
+            left_out: vec![],
         }
     }
 
@@ -292,7 +438,7 @@ mod tests {
         let p = dir.path().join("m.json");
         let m = model();
         // The larger of two RMSEs and the worst point.
-        assert!((m.domains[0].error_w - 0.3).abs() < 1e-12);
+        assert!((m.fit.domains[0].error_w - 0.3).abs() < 1e-12);
         m.save(&p).unwrap();
         assert_eq!(PowerModel::load(&p).unwrap(), m);
     }
@@ -331,11 +477,20 @@ mod tests {
             ),
             (
                 &serde_json::to_string(&PowerModel {
-                    domains: vec![],
+                    fit: Fit {
+                        domains: vec![],
+                        ..model().fit
+                    },
                     ..model()
                 })
                 .unwrap(),
                 "no domain",
+            ),
+            (
+                &serde_json::to_string(&model())
+                    .unwrap()
+                    .replace("\"busy_cpu_ghz\"", "\"watts\""),
+                "input \"watts\"",
             ),
         ] {
             std::fs::write(&p, text).unwrap();
@@ -343,12 +498,42 @@ mod tests {
             assert!(e.contains("corrupt") && e.contains(says), "{e}");
         }
         let mut bad = model();
-        bad.domains[0].idle_w = f64::NAN;
+        bad.fit.domains[0].idle_w = f64::NAN;
         std::fs::write(
             &p,
             serde_json::to_string(&bad).unwrap().replace("NaN", "null"),
         )
         .unwrap();
         assert!(PowerModel::load(&p).is_err());
+    }
+
+    /// A machine that reads the frequency gets the richer fit; one without
+    /// cpufreq, the busy CPUs' fit, and is told what it lacks.
+    #[test]
+    fn the_richest_fit_this_machine_can_read_is_chosen() {
+        let m = model();
+        let (f, unread) = m.choose(|_| true).unwrap();
+        assert_eq!(f.inputs, ["busy_cpus", "busy_cpu_ghz"]);
+        assert!(unread.is_empty());
+        assert!((f.domains[0].coef(Input::BusyCpuGhz) - 1.0).abs() < 1e-12);
+        let (f, unread) = m.choose(|i| i == Input::BusyCpus).unwrap();
+        assert_eq!(f.inputs, ["busy_cpus"]);
+        assert_eq!(unread, [Input::BusyCpuGhz]);
+        assert_eq!(f.domains[0].coef(Input::BusyCpuGhz), 0.0);
+        assert_eq!(m.all_inputs(), [Input::BusyCpus, Input::BusyCpuGhz]);
+    }
+
+    /// Version 1 files (busy CPUs only, no terms) still load.
+    #[test]
+    fn a_version_1_file_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.json");
+        let mut m = model();
+        m.schema = SCHEMA_V1.into();
+        m.fit = m.simpler.pop().unwrap();
+        std::fs::write(&p, serde_json::to_string(&m).unwrap()).unwrap();
+        let back = PowerModel::load(&p).unwrap();
+        assert_eq!(back.fit.inputs, [BUSY_CPUS]);
+        assert!(back.simpler.is_empty() && back.fit.domains[0].terms.is_empty());
     }
 }

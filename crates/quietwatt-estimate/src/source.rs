@@ -1,7 +1,9 @@
 //! The model as a [`Source`]: counters that advance as the model predicts
-//! from the busy CPUs, read like any mechanism's, labelled an estimate.
+//! from the inputs this machine reads, read like any mechanism's, labelled an
+//! estimate.
 
-use crate::busy::{BusyClock, NS_PER_TICK};
+use crate::busy::NS_PER_TICK;
+use crate::inputs::{Input, InputClock, ALL};
 use crate::model::PowerModel;
 use crate::EstimateError;
 use quietwatt_core::counter::Wrap;
@@ -13,13 +15,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// An estimating source: each channel's energy, µJ since it was opened, is
-/// `idle_w × wall + per_busy_cpu_w × busy CPU time`, from `/proc/stat`.
+/// `idle_w × wall + Σ coefficient × the input's integral` (busy CPU time from
+/// `/proc/stat`, and where the fit has them, busy CPU-GHz time, instructions,
+/// cycles).
 #[derive(Debug)]
 pub struct EstimateSource {
-    clock: BusyClock,
+    clock: InputClock,
     channels: Vec<Channel>,
-    /// Per channel: idle µW, µW per busy CPU.
-    lines: Vec<(f64, f64)>,
+    /// Per channel: idle µW, and µW per unit of each input ([`ALL`]'s order;
+    /// 0 where the fit has none).
+    lines: Vec<(f64, [f64; 4])>,
     opened_ns: u64,
     estimated: Estimated,
     notes: Vec<String>,
@@ -28,20 +33,32 @@ pub struct EstimateSource {
 impl EstimateSource {
     /// The model `model` (from `origin`, for the reports), estimating the
     /// domains `selection` names among those it models (on socket 0: the
-    /// machine as one package), from `stat` (`/proc/stat`).
+    /// machine as one package), with its richest fit whose inputs this
+    /// machine reads: the busy CPUs from `stat` (`/proc/stat`), the
+    /// frequency from `sys` (`/sys`), the PMU's counts.
     pub fn open(
         model: &PowerModel,
         origin: &str,
         selection: &Selection,
         stat: &Path,
+        sys: &Path,
     ) -> Result<EstimateSource, EstimateError> {
         let now = monotonic_ns();
-        let clock = BusyClock::open(stat, now).map_err(|source| EstimateError::Stat {
-            path: stat.to_path_buf(),
-            source,
+        let clock = InputClock::open(stat, sys, &model.all_inputs(), now).map_err(|source| {
+            EstimateError::Stat {
+                path: stat.to_path_buf(),
+                source,
+            }
         })?;
+        let (fit, unread) =
+            model
+                .choose(|i| clock.reads(i))
+                .ok_or_else(|| EstimateError::Corrupt {
+                    path: PathBuf::from(origin),
+                    why: "no fit on the busy CPUs alone".into(),
+                })?;
         let mut modelled = Vec::new();
-        for d in &model.domains {
+        for d in &fit.domains {
             let domain: Domain = d.domain.parse().map_err(|_| EstimateError::Corrupt {
                 path: PathBuf::from(origin),
                 why: format!("unknown domain {:?}", d.domain),
@@ -70,26 +87,46 @@ impl EstimateSource {
             .collect();
         let lines = kept
             .iter()
-            .map(|(_, d)| (d.idle_w * 1e6, d.per_busy_cpu_w * 1e6))
+            .map(|(_, d)| (d.idle_w * 1e6, ALL.map(|i| d.coef(i) * 1e6)))
             .collect();
         let estimated = Estimated::new(
             origin.to_string(),
             model.cpu.to_string(),
-            model.inputs.clone(),
+            fit.inputs.clone(),
             kept.iter().map(|(_, d)| d.error_w).collect(),
-            model.blind_to.clone(),
+            fit.blind_to.clone(),
         );
-        let notes = vec![format!(
-            "ESTIMATED, not measured: the power model {origin} ({}, for {}), from the busy CPUs in {}; each figure's uncertainty holds the model's stated error ({}); it cannot see {}",
+        let from = fit
+            .inputs()
+            .map(|i| match i {
+                Input::BusyCpus => format!("the busy CPUs in {}", stat.display()),
+                Input::BusyCpuGhz => "their frequency (cpufreq)".to_string(),
+                Input::Instructions => "instructions (PMU)".to_string(),
+                Input::Cycles => "cycles (PMU)".to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut notes = vec![format!(
+            "ESTIMATED, not measured: the power model {origin} ({}, for {}), from {from}; each figure's uncertainty holds the model's stated error ({}); it cannot see {}",
             model.origin.describe(),
             model.cpu,
-            stat.display(),
             kept.iter()
                 .map(|(id, d)| format!("{} ± {:.2} W", id.domain.name(), d.error_w))
                 .collect::<Vec<_>>()
                 .join(", "),
-            model.blind_to.join(", ")
+            fit.blind_to.join(", ")
         )];
+        for i in unread {
+            let why = clock
+                .missing()
+                .iter()
+                .find(|(m, _)| *m == i)
+                .map_or("not read", |(_, w)| w.as_str());
+            notes.push(format!(
+                "the model's fit on {} is not used: {why}; its simpler fit's error is stated instead",
+                i.name()
+            ));
+        }
         Ok(EstimateSource {
             clock,
             channels,
@@ -112,17 +149,19 @@ impl Source for EstimateSource {
 
     fn read(&mut self, out: &mut [u64]) -> quietwatt_sources::Result<()> {
         let now = monotonic_ns();
-        let busy = self
-            .clock
-            .busy_ns(now)
-            .map_err(|source| quietwatt_sources::Error::Io {
-                path: self.clock.path().to_path_buf(),
-                source,
-            })? as f64
-            * 1e-9;
+        let totals = match self.clock.sample(now) {
+            Ok(t) => *t,
+            Err(source) => {
+                return Err(quietwatt_sources::Error::Io {
+                    path: self.clock.stat_path().to_path_buf(),
+                    source,
+                })
+            }
+        };
         let wall = now.saturating_sub(self.opened_ns) as f64 * 1e-9;
         for (o, (idle_uw, per_uw)) in out.iter_mut().zip(&self.lines) {
-            *o = (idle_uw * wall + per_uw * busy).max(0.0) as u64;
+            let dynamic: f64 = per_uw.iter().zip(&totals).map(|(c, t)| c * t).sum();
+            *o = (idle_uw * wall + dynamic).max(0.0) as u64;
         }
         Ok(())
     }

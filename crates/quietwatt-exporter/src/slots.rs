@@ -81,9 +81,13 @@ impl Opener {
                     }
                     .into());
                 };
-                let source =
-                    quietwatt::estimate::open_model(model, sel, std::path::Path::new("/proc"))
-                        .map_err(quietwatt::SourceError::from)?;
+                let source = quietwatt::estimate::open_model(
+                    model,
+                    sel,
+                    std::path::Path::new("/proc"),
+                    &c.root.dir().join("sys"),
+                )
+                .map_err(quietwatt::SourceError::from)?;
                 Session::start_on(Box::new(source), config)
             }
             Plan::Buffered { mechanism: m, .. } => {

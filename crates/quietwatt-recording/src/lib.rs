@@ -307,6 +307,7 @@ impl RecordingBuilder {
                     &self.choice.selection,
                     want,
                     self.power_model.as_ref(),
+                    &self.root,
                 ) {
                     Some(Ok(s)) => quietwatt::source::choose::Chosen {
                         source: s,

@@ -5,6 +5,7 @@
 
 use crate::reader::{self, Want};
 use crate::source::{Error as SourceError, Selection, Source};
+use crate::SysRoot;
 use std::path::Path;
 
 /// A power model to estimate with where nothing can measure.
@@ -15,32 +16,39 @@ pub use crate::estimate::ModelChoice;
 /// reader service at [`reader::discover`]'s path when there is one and it
 /// answers, else `model`'s estimate when one is given. `None`: nothing
 /// applies (keep `local`). `Some(Err)`: the one that applied could not be
-/// read; its error says why, with `local` beside it.
+/// read; its error says why, with `local` beside it. The estimate reads the
+/// frequency under `root`'s `sys`.
 pub fn instead(
     local: &SourceError,
     selection: &Selection,
     want: Want,
     model: Option<&ModelChoice>,
+    root: &SysRoot,
 ) -> Option<Result<Box<dyn Source>, SourceError>> {
     let service = reader::fallback(local, selection, want);
     match (service, model) {
         (Some(Ok(s)), _) => Some(Ok(Box::new(s))),
         (service, Some(model)) if reader::refused_locally(local) => Some(
-            crate::estimate::open_model(model, selection, Path::new("/proc"))
-                .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| match e {
-                    crate::estimate::EstimateError::Selection(e) => e,
-                    e => SourceError::MechanismUnavailable {
-                        mechanism: "estimate",
-                        why: format!(
-                            "nothing can measure here ({local}{}), and {e}",
-                            match &service {
-                                Some(Err(s)) => format!("; {s}"),
-                                _ => String::new(),
-                            }
-                        ),
-                    },
-                }),
+            crate::estimate::open_model(
+                model,
+                selection,
+                Path::new("/proc"),
+                &root.dir().join("sys"),
+            )
+            .map(|s| Box::new(s) as Box<dyn Source>)
+            .map_err(|e| match e {
+                crate::estimate::EstimateError::Selection(e) => e,
+                e => SourceError::MechanismUnavailable {
+                    mechanism: "estimate",
+                    why: format!(
+                        "nothing can measure here ({local}{}), and {e}",
+                        match &service {
+                            Some(Err(s)) => format!("; {s}"),
+                            _ => String::new(),
+                        }
+                    ),
+                },
+            }),
         ),
         (service, _) => service.map(|r| r.map(|s| Box::new(s) as Box<dyn Source>)),
     }

@@ -51,10 +51,12 @@ impl EstimateArgs {
 
 /// Where opening the counters failed with `local` for want of any (exit 69),
 /// the model's estimate, when a model is given; otherwise `local` as it was.
+/// The frequency is read under `root`'s `sys`.
 pub fn instead(
     local: Failure,
     args: &EstimateArgs,
     selection: &quietwatt::Selection,
+    root: &quietwatt::SysRoot,
 ) -> Result<Box<dyn quietwatt::Source>, Failure> {
     let Some(choice) = args.choice() else {
         return Err(local);
@@ -62,17 +64,22 @@ pub fn instead(
     if local.code() != NO_RAPL {
         return Err(local);
     }
-    quietwatt::estimate::open_model(&choice, selection, Path::new("/proc"))
-        .map(|s| Box::new(s) as Box<dyn quietwatt::Source>)
-        .map_err(|e| {
-            Failure::new(
-                code(&e),
-                format!(
-                    "{e}\n  (nothing can measure here: {})",
-                    local.message().lines().next().unwrap_or_default()
-                ),
-            )
-        })
+    quietwatt::estimate::open_model(
+        &choice,
+        selection,
+        Path::new("/proc"),
+        &root.dir().join("sys"),
+    )
+    .map(|s| Box::new(s) as Box<dyn quietwatt::Source>)
+    .map_err(|e| {
+        Failure::new(
+            code(&e),
+            format!(
+                "{e}\n  (nothing can measure here: {})",
+                local.message().lines().next().unwrap_or_default()
+            ),
+        )
+    })
 }
 
 /// The exit code of an estimate that cannot be made: a bad file or flag is

@@ -96,7 +96,7 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
                 .map(|(source, _)| source)
         })
         // Nothing measures: the power model's estimate, where one is given.
-        .or_else(|f| super::estimate::instead(f, &s.meter.estimate, &sel))?;
+        .or_else(|f| super::estimate::instead(f, &s.meter.estimate, &sel, &env.root))?;
     let meter = Meter::new(source);
     super::print_notes(&meter);
     // As `run`: its default, raised by the one rule where a counter could wrap.

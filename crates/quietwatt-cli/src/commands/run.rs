@@ -145,7 +145,8 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
         })
         // Nothing measures: the model's estimate, where one is given.
         .or_else(|f| {
-            super::estimate::instead(f, &args.meter.estimate, &selection).map(|s| (s, false))
+            super::estimate::instead(f, &args.meter.estimate, &selection, &env.root)
+                .map(|s| (s, false))
         }),
     };
     let (source, via_emulator) = match opened {

@@ -8,7 +8,8 @@
 //! per-CPU power) falls outside it, as the output warns it may.
 
 use crate::common;
-use quietwatt::estimate::model::{blind_to, DomainModel, Origin, BUSY_CPUS, SCHEMA};
+use quietwatt::estimate::inputs::Input;
+use quietwatt::estimate::model::{blind_to, DomainModel, Fit, Origin, BUSY_CPUS, SCHEMA};
 use quietwatt::estimate::{CpuIdentity, PowerModel};
 use std::path::{Path, PathBuf};
 
@@ -63,22 +64,27 @@ fn known_model(dir: &Path, per_cpu_w: f64) -> PathBuf {
     let model = PowerModel {
         schema: SCHEMA.into(),
         cpu: CpuIdentity::parse(&cpuinfo, common::cpus() as u32),
-        inputs: vec![BUSY_CPUS.into()],
-        domains: vec![DomainModel {
-            domain: "package".into(),
-            idle_w: IDLE_W,
-            per_busy_cpu_w: per_cpu_w,
-            error_w: 0.1,
-            loo_rmse_w: 0.05,
-            points: 6,
-        }],
+        fit: Fit {
+            inputs: vec![BUSY_CPUS.into()],
+            domains: vec![DomainModel {
+                domain: "package".into(),
+                idle_w: IDLE_W,
+                per_busy_cpu_w: per_cpu_w,
+                terms: Vec::new(),
+                error_w: 0.1,
+                loo_rmse_w: 0.05,
+                points: 6,
+            }],
+            blind_to: blind_to(&[Input::BusyCpus]),
+        },
         origin: Origin::Calibrated {
             mechanism: "powercap".into(),
             emulated: true,
             seconds_per_level: 1.0,
             created_unix_s: 0,
         },
-        blind_to: blind_to(),
+        simpler: Vec::new(),
+        left_out: Vec::new(),
     };
     let path = dir.join("known.json");
     model.save(&path).unwrap();
@@ -94,10 +100,15 @@ fn no_rapl() -> (tempfile::TempDir, PathBuf) {
     (dir, empty)
 }
 
-/// The package line of a model file: (idle W, W per busy CPU, error W).
+/// The package line of a model file's fit on the busy CPUs alone: (idle W,
+/// W per busy CPU, error W).
 fn package_line(model: &Path) -> (f64, f64, f64) {
     let m = PowerModel::load(model).unwrap();
-    let d = m.domain("package").expect("package modelled");
+    let busy_only = std::iter::once(&m.fit)
+        .chain(&m.simpler)
+        .find(|f| f.inputs == [BUSY_CPUS])
+        .expect("a fit on the busy CPUs alone");
+    let d = busy_only.domain("package").expect("package modelled");
     (d.idle_w, d.per_busy_cpu_w, d.error_w)
 }
 

@@ -63,6 +63,7 @@ pub(super) fn open(config: &SessionConfig, m: Option<Mechanism>) -> Result<Box<d
                 &config.domains,
                 config.want(),
                 config.power_model.as_ref(),
+                &config.root,
             ) {
                 Some(Ok(s)) => Ok(s),
                 Some(Err(e)) => Err(e.into()),
