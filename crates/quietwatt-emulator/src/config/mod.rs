@@ -6,6 +6,7 @@
 //! domains, ESU 14 (61 µJ), full 32-bit counters updated every millisecond, and
 //! 20 W package (12 W core, 2 W uncore) plus 4 W DRAM.
 
+use crate::cpufreq::CpuFreq;
 use crate::duration;
 use crate::error::{Error, Result};
 use crate::fault::{Fault, FaultKind};
@@ -332,6 +333,11 @@ pub struct EmulatorConfig {
     /// when a signal lands. Zero by default.
     #[serde(default, with = "duration::text")]
     pub read_latency: Duration,
+    /// Serve `sys/devices/system/cpu/cpuN/cpufreq/` with these frequencies
+    /// ([`crate::cpufreq`]; CLI `--cpufreq`), which a load-following package's
+    /// `per_ghz_w` follows. `None`: no cpufreq directory, as on most VMs.
+    #[serde(default)]
+    pub cpufreq: Option<CpuFreq>,
 }
 
 /// From a time on, the busy fraction of every CPU in the emulated `/proc/stat`.
@@ -364,6 +370,7 @@ impl Default for EmulatorConfig {
             psys_disabled: false,
             load: Vec::new(),
             read_latency: Duration::ZERO,
+            cpufreq: None,
         }
     }
 }
@@ -427,6 +434,15 @@ impl EmulatorConfig {
     /// With `n` CPUs per socket.
     pub fn with_cpus_per_socket(mut self, n: u32) -> Self {
         self.cpus_per_socket = n;
+        self
+    }
+
+    /// With `scaling_available_frequencies` of every CPU these (kHz, any order),
+    /// as [`CpuFreq`] holds them: highest first.
+    pub fn with_cpufreq_khz(mut self, khz: &[u64]) -> Self {
+        let mut available_khz = khz.to_vec();
+        available_khz.sort_unstable_by(|a, b| b.cmp(a));
+        self.cpufreq = Some(CpuFreq { available_khz });
         self
     }
 
@@ -687,8 +703,19 @@ impl EmulatorConfig {
                 ));
             }
         }
+        if let Some(f) = &self.cpufreq {
+            f.check().map_err(Error::Config)?;
+        }
         if let Some(f) = &self.power.follow {
             f.check().map_err(Error::Config)?;
+            if f.per_ghz_w != 0.0 && self.cpufreq.is_none() {
+                return bad(format!(
+                    "the load-following power has {} W per GHz but no CPU frequencies are \
+                     emulated: give them (CLI: --cpufreq GHZ[,GHZ...], e.g. --cpufreq \
+                     1.5,2.2,3.0; config: cpufreq)",
+                    f.per_ghz_w
+                ));
+            }
             for s in 0..self.sockets {
                 let w = self.power.socket(s);
                 let inside = if self.domains.core { w.core } else { 0.0 }
