@@ -12,6 +12,10 @@
 //!   with CAP_DAC_OVERRIDE; a caller holding CAP_DAC_READ_SEARCH reads every file,
 //!   as the least-privilege units in `contrib/systemd/` rely on; an `eacces`
 //!   fault refuses even root).
+//! - Writes change only the emulated CPU frequencies' limits (`scaling_min_freq`,
+//!   `scaling_max_freq`: [`crate::cpufreq`]); every other write is EPERM, as power
+//!   limits and MSR writes are not emulated. A truncating open of a limit (a
+//!   shell's `>`) arrives as a size-0 `setattr`, a no-op as on sysfs.
 
 use crate::cpufreq::{Attr, Limit, WriteError};
 use crate::layout::{Content, Ino, Kind, Node};

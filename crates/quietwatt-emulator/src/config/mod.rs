@@ -169,8 +169,10 @@ impl PowerProfile {
     /// Applies a text specification: comma-separated `[SOCKET/]DOMAIN=WATTS`, DOMAIN
     /// one of `package`, `core`, `uncore`, `dram` (per socket; without SOCKET, every
     /// socket) or `platform` (psys beyond packages and DRAM). Example:
-    /// `package=30,core=15,1/dram=6,platform=8`. `follow=IDLE:PER_CPU` makes every
-    /// package follow this machine's real load ([`LoadFollowing`]), e.g. `follow=10:5`;
+    /// `package=30,core=15,1/dram=6,platform=8`. `follow=IDLE:PER_CPU[:PER_GHZ]` makes
+    /// every package follow this machine's real load ([`LoadFollowing`]), e.g.
+    /// `follow=10:5`, or `follow=10:2:1` with a term per GHz of each busy CPU's
+    /// emulated frequency ([`EmulatorConfig::cpufreq`]);
     /// core and uncore, unless the specification names them, are then scaled down
     /// (if need be) to 70 % of the idle power, as they sit inside the package.
     pub fn apply(&mut self, spec: &str) -> Result<()> {
@@ -186,7 +188,7 @@ impl PowerProfile {
                 .split_once('=')
                 .ok_or_else(|| err(format!("'{item}' has no '='")))?;
             if target.trim().eq_ignore_ascii_case("follow") {
-                // follow=IDLE:PER_CPU: a load-following package (crate::follow).
+                // follow=IDLE:PER_CPU[:PER_GHZ]: a load-following package (crate::follow).
                 self.follow = Some(LoadFollowing::parse(watts).map_err(err)?);
                 follow_named = true;
                 continue;
