@@ -65,5 +65,5 @@ pub use emulator::{serves, Emulator, FS_NAME};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultKind, Microjoules};
 pub use follow::LoadFollowing;
-pub use shared::{CounterStep, DomainTruth, TruthReport};
+pub use shared::{CounterStep, DomainTruth, FollowedSocket, TruthReport};
 pub use truth::{Mechanism, Served};

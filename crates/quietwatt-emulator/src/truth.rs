@@ -290,13 +290,27 @@ impl GroundTruth {
     /// The busy CPU time of `socket` that the load-following model counted from the
     /// mount to now (`None` without the model).
     pub fn busy(&self, socket: u32) -> Option<Duration> {
+        self.followed(socket).map(|(busy, _)| busy)
+    }
+
+    /// The busy CPU time of `socket` and the dynamic energy the load-following model
+    /// counted from the mount to now, at one counter time (`None` without the model).
+    pub fn followed(&self, socket: u32) -> Option<(Duration, Joules)> {
         let f = self.follow.as_ref()?;
         let at = self
             .counter_time(self.now_ns())
             .saturating_sub(self.offset_ns);
-        Some(Duration::from_nanos(
-            self.with_khz(|khz| f.busy_ns(socket, at, khz)),
+        let (busy, fj) =
+            self.with_khz(|khz| (f.busy_ns(socket, at, khz), f.dynamic_fj(socket, at, khz)));
+        Some((
+            Duration::from_nanos(busy),
+            Joules(fj as f64 / FJ_PER_J as f64),
         ))
+    }
+
+    /// Every emulated CPU's `scaling_cur_freq` now, kHz (empty without frequencies).
+    pub fn current_khz(&self) -> Vec<u64> {
+        self.with_khz(<[u64]>::to_vec)
     }
 
     /// Runs `f` on every CPU's current frequency in kHz (none without emulated

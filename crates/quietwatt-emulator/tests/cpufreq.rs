@@ -234,6 +234,20 @@ fn busy_cpus_draw_per_ghz_of_their_frequency() {
         busy >= 2.0 * (before - 0.001) && busy <= 2.0 * after,
         "busy {busy} s between {before} and {after} s"
     );
+    // The report: each busy second cost 2 W plus 1 W per GHz, 1.5 to 3 GHz.
+    let report = m.emu.report();
+    assert_eq!(report.cpufreq_khz, [3_000_000, 2_200_000]);
+    let [s] = report.load_following[..] else {
+        panic!("{:?}", report.load_following)
+    };
+    let busy = s.busy.as_secs_f64();
+    assert!(busy > 0.0);
+    assert!((s.dynamic_j.0 - s.frequency_j.0 - 2.0 * busy).abs() < 1e-9);
+    assert!(
+        s.frequency_j.0 >= 1.5 * busy - 1e-9 && s.frequency_j.0 <= 3.0 * busy + 1e-9,
+        "{s:?}"
+    );
+    assert!(m.emu.dynamic(0).unwrap().0 >= s.dynamic_j.0);
 }
 
 /// How far a served energy may stray from `watts` × the time between its reads:
