@@ -3,7 +3,8 @@
 //!
 //! With [`CpuFreq`] in [`crate::EmulatorConfig::cpufreq`] (CLI: `--cpufreq
 //! 1.5,2.2,3.0`), every emulated CPU serves, in kHz, newline-terminated:
-//! `scaling_available_frequencies` (descending), `cpuinfo_min_freq`,
+//! `scaling_available_frequencies` (descending, each value followed by a space
+//! as the kernel prints it: `3000000 2200000 1500000 \n`), `cpuinfo_min_freq`,
 //! `cpuinfo_max_freq`, `scaling_driver` (`acpi-cpufreq`) and `scaling_governor`
 //! (`performance`), read-only; `scaling_min_freq` and `scaling_max_freq`, which
 //! root may write; and `scaling_cur_freq`, the frequency the CPU runs at.
