@@ -1,7 +1,9 @@
 //! `quietwatt emulate`: serve an emulated RAPL device under a directory until
 //! SIGINT/SIGTERM, then unmount and print the ground truth as JSON.
 
-use quietwatt_emulator::{Domains, Emulator, EmulatorConfig, Fault, Trace, TruthReport, Vendor};
+use quietwatt_emulator::{
+    CpuFreq, Domains, Emulator, EmulatorConfig, Fault, Trace, TruthReport, Vendor,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -89,11 +91,20 @@ pub struct EmulateArgs {
     pub start_offset: Option<String>,
 
     /// Power per domain: [SOCKET/]DOMAIN=WATTS[,...], DOMAIN in package, core, uncore,
-    /// dram, platform (psys beyond packages and dram). Repeatable. `follow=IDLE:PER_CPU`
-    /// makes each package draw IDLE watts plus PER_CPU per busy CPU of this machine
-    /// (read from the real /proc/stat), e.g. `follow=10:5`.
+    /// dram, platform (psys beyond packages and dram). Repeatable.
+    /// `follow=IDLE:PER_CPU[:PER_GHZ]` makes each package draw IDLE watts plus, per busy
+    /// CPU of this machine (read from the real /proc/stat), PER_CPU watts and PER_GHZ
+    /// watts per GHz of that CPU's emulated scaling_cur_freq (needs --cpufreq), e.g.
+    /// `follow=10:5` or `follow=10:2:1`.
     #[arg(long, value_name = "DOMAIN=W[,..]")]
     pub power: Vec<String>,
+
+    /// Serve sys/devices/system/cpu/cpuN/cpufreq/ with these frequencies (GHz, 1 to 32
+    /// of them, 0.1 to 10), as acpi-cpufreq under the performance governor: each CPU
+    /// runs at the highest one within its scaling_min_freq..scaling_max_freq, which
+    /// root may write (kHz), e.g. --cpufreq 1.5,2.2,3.0.
+    #[arg(long, value_name = "GHZ[,GHZ...]")]
+    pub cpufreq: Option<String>,
 
     /// Scale the power over time: a CSV of `time_s,scale` lines (piecewise constant).
     #[arg(long, value_name = "FILE")]
@@ -180,6 +191,9 @@ impl EmulateArgs {
         }
         for spec in &self.power {
             c.power.apply(spec).map_err(|e| e.to_string())?;
+        }
+        if let Some(list) = &self.cpufreq {
+            c.cpufreq = Some(CpuFreq::parse(list).map_err(|e| format!("--cpufreq {list}: {e}"))?);
         }
         if let Some(path) = &self.trace {
             c.power.trace = Some(Trace::load(path).map_err(|e| e.to_string())?);
@@ -314,6 +328,17 @@ fn describe(emulator: &Emulator) -> String {
         .map(|t| format!("{}/{} {} W", t.socket, t.domain, t.watts))
         .collect();
     let faults: Vec<String> = c.faults.iter().map(ToString::to_string).collect();
+    let cpufreq = c.cpufreq.as_ref().map_or(String::new(), |f| {
+        let ghz: Vec<String> = f
+            .available_khz
+            .iter()
+            .map(|k| format!("{}", *k as f64 / 1e6))
+            .collect();
+        format!(
+            "\n  cpufreq: {} GHz (sys/devices/system/cpu/cpuN/cpufreq; root writes scaling_max_freq)",
+            ghz.join(", ")
+        )
+    });
     let psys = if !c.domains.psys {
         String::new()
     } else if c.psys_disabled {
@@ -338,7 +363,7 @@ fn describe(emulator: &Emulator) -> String {
         "quietwatt: *** EMULATED RAPL *** mounted at {d}\n\
          \x20 {vid} family {fam:#x} model {model:#x} ({name}), {s} socket(s) x {n} CPUs\n\
          \x20 ESU {esu} (unit register {unit:#x}), {bits}-bit counters updated every {upd}{trace}\n\
-         \x20 domains: {domains}{psys}\n\
+         \x20 domains: {domains}{psys}{cpufreq}\n\
          \x20 faults: {faults}\n\
          \x20 serves: sys/class/powercap + sys/devices/virtual/powercap{mmio}, dev/cpu/N/msr,\n\
          \x20         sys/bus/event_source/devices/power (description only), sys/devices/system/cpu, proc/cpuinfo\n\
@@ -459,6 +484,17 @@ mod tests {
             .unwrap_err()
             .contains("smaller amount"));
         assert!(config(&["--power", "core=100"]).is_err());
+        // Emulated frequencies, and a load-following power per GHz of them.
+        let f = config(&["--cpufreq", "1.5,2.2,3.0", "--power", "follow=10:2:1"]).unwrap();
+        let cpufreq = f.cpufreq.unwrap();
+        assert_eq!(cpufreq.available_khz, [3_000_000, 2_200_000, 1_500_000]);
+        assert_eq!(f.power.follow.unwrap().per_ghz_w, 1.0);
+        let e = config(&["--power", "follow=10:2:1"]).unwrap_err();
+        assert!(e.contains("--cpufreq"), "{e}");
+        for bad in ["", "fast", "1.5,1.5", "0.01", "12"] {
+            let e = config(&["--cpufreq", bad]).unwrap_err();
+            assert!(e.contains("--cpufreq"), "{bad}: {e}");
+        }
         assert_eq!(parse_number("0x9E"), Ok(0x9E));
         assert_eq!(parse_number("85"), Ok(85));
     }

@@ -96,9 +96,18 @@ impl Emulator {
     /// The busy CPU time of `socket`'s CPUs that the load-following package power
     /// ([`crate::LoadFollowing`]) has counted from the mount to now; `None` without
     /// it. The package's energy is `idle_w × elapsed + per_cpu_w × busy` (a trace
-    /// scales the idle part).
+    /// scales the idle part), plus, with `per_ghz_w`, the frequency term
+    /// ([`Emulator::dynamic`] is the whole dynamic part).
     pub fn busy(&self, socket: u32) -> Option<Duration> {
         self.shared.truth.busy(socket)
+    }
+
+    /// The energy `socket`'s busy CPUs drew beyond the idle power, as the
+    /// load-following package power ([`crate::LoadFollowing`]) counted it from the
+    /// mount to now: `Σ over its CPUs ∫ (per_cpu_w + per_ghz_w × f) d busy`. `None`
+    /// without it.
+    pub fn dynamic(&self, socket: u32) -> Option<Joules> {
+        self.shared.truth.followed(socket).map(|(_, j)| j)
     }
 
     /// What (socket, domain)'s counter served through `mechanism` between its first

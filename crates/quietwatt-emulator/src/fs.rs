@@ -12,7 +12,12 @@
 //!   with CAP_DAC_OVERRIDE; a caller holding CAP_DAC_READ_SEARCH reads every file,
 //!   as the least-privilege units in `contrib/systemd/` rely on; an `eacces`
 //!   fault refuses even root).
+//! - Writes change only the emulated CPU frequencies' limits (`scaling_min_freq`,
+//!   `scaling_max_freq`: [`crate::cpufreq`]); every other write is EPERM, as power
+//!   limits and MSR writes are not emulated. A truncating open of a limit (a
+//!   shell's `>`) arrives as a size-0 `setattr`, a no-op as on sysfs.
 
+use crate::cpufreq::{Attr, Limit, WriteError};
 use crate::layout::{Content, Ino, Kind, Node};
 use crate::msr::{self, Register, GARBAGE};
 use crate::shared::{CounterRead, Shared};
@@ -205,8 +210,21 @@ impl EmulatorFs {
                 let (busy, idle) = self.shared.config.load_jiffies(now);
                 format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\nintr 0\nctxt 0\n").into_bytes()
             }
+            Content::CpuFreq(cpu, attr) => {
+                let khz = truth.cpufreq_value(cpu, attr).ok_or(Errno::EIO)?;
+                format!("{khz}\n").into_bytes()
+            }
             Content::Msr(_) => return Err(Errno::EIO),
         })
+    }
+
+    /// The CPU and limit a write may change: `scaling_min_freq`/`scaling_max_freq`.
+    fn writable_limit(&self, ino: INodeNo) -> Result<(u32, Limit), Errno> {
+        match self.visible(ino)?.kind {
+            Kind::File(Content::CpuFreq(cpu, Attr::Limit(limit))) => Ok((cpu, limit)),
+            // Power limits and MSR writes are not emulated (as with msr.allow_writes=off).
+            _ => Err(Errno::EPERM),
+        }
     }
 
     /// `pread(fd, buf, size, reg)` on `/dev/cpu/cpu/msr`.
@@ -359,17 +377,29 @@ impl Filesystem for EmulatorFs {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _offset: u64,
-        _data: &[u8],
+        data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // Power limits and MSR writes are not emulated (as with msr.allow_writes=off).
-        reply.error(Errno::EPERM);
+        // The open checked the writer's permission; sysfs takes each write whole.
+        let written = self.writable_limit(ino).and_then(|(cpu, limit)| {
+            self.shared
+                .truth
+                .write_cpufreq(cpu, limit, data)
+                .map_err(|e| match e {
+                    WriteError::NotANumber | WriteError::Crossed => Errno::EINVAL,
+                    WriteError::NoSuchCpu => Errno::ENODEV,
+                })
+        });
+        match written {
+            Ok(()) => reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn release(
@@ -474,12 +504,12 @@ impl Filesystem for EmulatorFs {
     #[allow(clippy::too_many_arguments)]
     fn setattr(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
         _atime: Option<fuser::TimeOrNow>,
         _mtime: Option<fuser::TimeOrNow>,
         _ctime: Option<std::time::SystemTime>,
@@ -490,6 +520,25 @@ impl Filesystem for EmulatorFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        reply.error(Errno::EPERM);
+        // A truncating open (`echo 1500000 > scaling_max_freq`) of a writable limit
+        // is a no-op, as on sysfs; any other change is refused.
+        let truncated = (|| {
+            if size != Some(0) || mode.is_some() || uid.is_some() || gid.is_some() {
+                return Err(Errno::EPERM);
+            }
+            self.writable_limit(ino)?;
+            let node = self.visible(ino)?;
+            let want = Want {
+                read: false,
+                write: true,
+                exec: false,
+            };
+            self.permitted(req, node, want)?;
+            Ok((Self::ttl(node), self.attr(ino.0, node)))
+        })();
+        match truncated {
+            Ok((ttl, attr)) => reply.attr(&ttl, &attr),
+            Err(e) => reply.error(e),
+        }
     }
 }

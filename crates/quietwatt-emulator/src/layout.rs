@@ -5,6 +5,7 @@
 //! sys/devices/system/cpu/{online,possible,present,offline}
 //! sys/devices/system/cpu/cpuN/online                 (not cpu0)
 //! sys/devices/system/cpu/cpuN/topology/{physical_package_id,die_id,core_id,*_list}
+//! sys/devices/system/cpu/cpuN/cpufreq/{scaling_*,cpuinfo_*_freq}   (with cpufreq)
 //! sys/devices/virtual/powercap/intel-rapl/enabled
 //! sys/devices/virtual/powercap/intel-rapl/intel-rapl:X/{name,energy_uj,max_energy_range_uj,enabled,constraint_*}
 //! sys/devices/virtual/powercap/intel-rapl/intel-rapl:X/intel-rapl:X:Y/...   (core, uncore, dram)
@@ -32,6 +33,7 @@
 //! has no zone.
 
 use crate::config::EmulatorConfig;
+use crate::cpufreq::{Attr, Limit};
 use crate::cpuinfo;
 use crate::namespace;
 use crate::truth::GroundTruth;
@@ -71,6 +73,8 @@ pub(crate) enum Content {
     Truth,
     /// `/proc/stat` under the configured load schedule.
     ProcStat,
+    /// A `cpufreq` value of this CPU that can change, kHz.
+    CpuFreq(u32, Attr),
 }
 
 /// What a node is.
@@ -285,6 +289,25 @@ fn topology(t: &mut Tree, config: &EmulatorConfig) {
         t.attr(topo, "core_siblings_list", &package);
         t.attr(topo, "package_cpus_list", &package);
         t.attr(topo, "die_cpus_list", &package);
+        if let Some(f) = &config.cpufreq {
+            // As acpi-cpufreq under the performance governor; root may write the limits.
+            let d = t.dir(d, "cpufreq");
+            // Each value followed by a space, as the kernel's show_available_freqs.
+            let list: String = f.available_khz.iter().map(|k| format!("{k} ")).collect();
+            t.attr(d, "scaling_available_frequencies", list);
+            t.attr(d, "cpuinfo_min_freq", f.min_khz());
+            t.attr(d, "cpuinfo_max_freq", f.max_khz());
+            t.attr(d, "scaling_driver", "acpi-cpufreq");
+            t.attr(d, "scaling_governor", "performance");
+            for (name, attr, mode) in [
+                ("scaling_cur_freq", Attr::Cur, 0o444),
+                ("scaling_min_freq", Attr::Limit(Limit::Min), 0o644),
+                ("scaling_max_freq", Attr::Limit(Limit::Max), 0o644),
+            ] {
+                let f = t.file(d, name, mode, Content::CpuFreq(c, attr));
+                t.node_mut(f).dynamic = true;
+            }
+        }
     }
 }
 
@@ -638,6 +661,42 @@ mod tests {
         let c = EmulatorConfig::default().with_psys_disabled();
         let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
         assert!(!names(&t, "sys/devices/power/events").contains(&"energy-psys".to_string()));
+    }
+
+    /// Each CPU's cpufreq directory as acpi-cpufreq shows it (performance governor),
+    /// only when frequencies are emulated; the limits root-writable, the rest not.
+    #[test]
+    fn cpufreq_directories_as_acpi_cpufreq() {
+        let c = EmulatorConfig::default()
+            .with_cpus_per_socket(2)
+            .with_sockets(2)
+            .with_cpufreq_khz(&[1_500_000, 2_200_000, 3_000_000]);
+        let t = build(&c, &GroundTruth::new(&c), Path::new("/m"));
+        let d = "sys/devices/system/cpu/cpu3/cpufreq";
+        assert_eq!(
+            text(&t, &format!("{d}/scaling_available_frequencies")),
+            "3000000 2200000 1500000 \n"
+        );
+        assert_eq!(text(&t, &format!("{d}/cpuinfo_min_freq")), "1500000\n");
+        assert_eq!(text(&t, &format!("{d}/cpuinfo_max_freq")), "3000000\n");
+        assert_eq!(text(&t, &format!("{d}/scaling_driver")), "acpi-cpufreq\n");
+        assert_eq!(text(&t, &format!("{d}/scaling_governor")), "performance\n");
+        let node = |name: &str| t.get(t.resolve(&format!("{d}/{name}")).unwrap()).unwrap();
+        for (name, mode, attr) in [
+            ("scaling_cur_freq", 0o444, Attr::Cur),
+            ("scaling_min_freq", 0o644, Attr::Limit(Limit::Min)),
+            ("scaling_max_freq", 0o644, Attr::Limit(Limit::Max)),
+        ] {
+            assert_eq!(node(name).mode, mode, "{name}");
+            assert!(
+                matches!(node(name).kind, Kind::File(Content::CpuFreq(3, a)) if a == attr),
+                "{name}"
+            );
+        }
+        assert_eq!(node("cpuinfo_max_freq").mode, 0o444);
+        let without = EmulatorConfig::default();
+        let t = build(&without, &GroundTruth::new(&without), Path::new("/m"));
+        assert!(t.resolve("sys/devices/system/cpu/cpu0/cpufreq").is_none());
     }
 
     #[test]

@@ -28,7 +28,10 @@
 //! - `truth`: the exact energy, raw counts, and the record of served values.
 //! - [`fault`]: faults to inject ([`Fault`]).
 //! - [`follow`]: a package power that follows this machine's real load
-//!   ([`LoadFollowing`]), the known truth of attribution tests.
+//!   ([`LoadFollowing`]), the known truth of attribution tests; with
+//!   `per_ghz_w`, also each busy CPU's emulated frequency.
+//! - [`cpufreq`]: emulated CPU frequencies ([`CpuFreq`]): each CPU's
+//!   `cpufreq/` as acpi-cpufreq shows it, its limits writable by root.
 //! - `layout`: the tree of files served; `cpuinfo`: `/proc/cpuinfo`.
 //! - [`msr`]: the register file behind `/dev/cpu/N/msr`.
 //! - `namespace`: the `enter.sh` script.
@@ -37,6 +40,7 @@
 
 mod child;
 pub mod config;
+pub mod cpufreq;
 mod cpuinfo;
 pub mod duration;
 mod emulator;
@@ -56,9 +60,10 @@ pub use child::ChildEmulator;
 pub use config::{
     DomainWatts, Domains, EmulatorConfig, LoadStep, PowerProfile, Trace, TracePoint, Vendor,
 };
+pub use cpufreq::CpuFreq;
 pub use emulator::{serves, Emulator, FS_NAME};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultKind, Microjoules};
 pub use follow::LoadFollowing;
-pub use shared::{CounterStep, DomainTruth, TruthReport};
+pub use shared::{CounterStep, DomainTruth, FollowedSocket, TruthReport};
 pub use truth::{Mechanism, Served};

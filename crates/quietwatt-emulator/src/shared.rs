@@ -207,12 +207,28 @@ impl Shared {
                 }
             })
             .collect();
+        let load_following = self.config.power.follow.as_ref().map_or(Vec::new(), |f| {
+            (0..self.config.sockets)
+                .filter_map(|socket| {
+                    let (busy, dynamic_j) = self.truth.followed(socket)?;
+                    Some(FollowedSocket {
+                        socket,
+                        busy,
+                        dynamic_j,
+                        // What the frequencies added beyond per_cpu_w × busy.
+                        frequency_j: Joules(dynamic_j.0 - f.per_cpu_w * busy.as_secs_f64()),
+                    })
+                })
+                .collect()
+        });
         TruthReport {
             mountpoint: self.mountpoint.clone(),
             elapsed: Duration::from_nanos(now),
             emulated_time: Duration::from_nanos(self.truth.exact_time(now)),
             domains,
             faults: self.faults().faults(),
+            load_following,
+            cpufreq_khz: self.truth.current_khz(),
         }
     }
 }
@@ -233,6 +249,26 @@ pub struct TruthReport {
     pub domains: Vec<DomainTruth>,
     /// The faults in force.
     pub faults: Vec<Fault>,
+    /// Per socket, what the load-following package power counted (empty without it).
+    pub load_following: Vec<FollowedSocket>,
+    /// Each emulated CPU's `scaling_cur_freq` now, kHz (empty without emulated
+    /// frequencies).
+    pub cpufreq_khz: Vec<u64>,
+}
+
+/// What the load-following package power of one socket counted from the mount to
+/// the latest counter time: the package's energy is its idle part plus `dynamic_j`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FollowedSocket {
+    /// The socket.
+    pub socket: u32,
+    /// Its CPUs' busy time.
+    #[serde(rename = "busy_s", with = "duration::secs")]
+    pub busy: Duration,
+    /// The energy its busy CPUs drew beyond the idle power.
+    pub dynamic_j: Joules,
+    /// The part of `dynamic_j` drawn per GHz of the CPUs' frequencies.
+    pub frequency_j: Joules,
 }
 
 /// The truth about one (socket, domain).

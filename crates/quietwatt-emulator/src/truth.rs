@@ -12,6 +12,7 @@
 //! every other counter has a single lane 0.
 
 use crate::config::EmulatorConfig;
+use crate::cpufreq::{self, Attr, Limit, Policies, WriteError};
 use crate::duration;
 use crate::follow::Follower;
 use crate::units::{self, Unit};
@@ -177,6 +178,8 @@ pub(crate) struct GroundTruth {
     step_ns: u64,
     /// The load-following package power, when configured.
     follow: Option<Follower>,
+    /// The emulated CPU frequencies, when configured.
+    cpufreq: Option<Policies>,
 }
 
 impl GroundTruth {
@@ -229,6 +232,10 @@ impl GroundTruth {
                 .follow
                 .as_ref()
                 .map(|f| Follower::new(f, config.sockets, config.cpus_per_socket)),
+            cpufreq: config
+                .cpufreq
+                .as_ref()
+                .map(|f| Policies::new(f, config.cpus())),
         }
     }
 
@@ -273,7 +280,8 @@ impl GroundTruth {
         let base = u128::from(c.power_uw).saturating_mul(self.scale.integral(t_ns)) / PPM;
         match &self.follow {
             Some(f) if c.domain == Domain::Package => {
-                base + f.dynamic_fj(c.socket, t_ns.saturating_sub(self.offset_ns))
+                let at = t_ns.saturating_sub(self.offset_ns);
+                base + self.with_khz(|khz| f.dynamic_fj(c.socket, at, khz))
             }
             _ => base,
         }
@@ -282,11 +290,57 @@ impl GroundTruth {
     /// The busy CPU time of `socket` that the load-following model counted from the
     /// mount to now (`None` without the model).
     pub fn busy(&self, socket: u32) -> Option<Duration> {
+        self.followed(socket).map(|(busy, _)| busy)
+    }
+
+    /// The busy CPU time of `socket` and the dynamic energy the load-following model
+    /// counted from the mount to now, at one counter time (`None` without the model).
+    pub fn followed(&self, socket: u32) -> Option<(Duration, Joules)> {
         let f = self.follow.as_ref()?;
         let at = self
             .counter_time(self.now_ns())
             .saturating_sub(self.offset_ns);
-        Some(Duration::from_nanos(f.busy_ns(socket, at)))
+        let (busy, fj) =
+            self.with_khz(|khz| (f.busy_ns(socket, at, khz), f.dynamic_fj(socket, at, khz)));
+        Some((
+            Duration::from_nanos(busy),
+            Joules(fj as f64 / FJ_PER_J as f64),
+        ))
+    }
+
+    /// Every emulated CPU's `scaling_cur_freq` now, kHz (empty without frequencies).
+    pub fn current_khz(&self) -> Vec<u64> {
+        self.with_khz(<[u64]>::to_vec)
+    }
+
+    /// Runs `f` on every CPU's current frequency in kHz (none without emulated
+    /// frequencies), with no write in between.
+    fn with_khz<R>(&self, f: impl FnOnce(&[u64]) -> R) -> R {
+        match &self.cpufreq {
+            Some(p) => p.with_current(f),
+            None => f(&[]),
+        }
+    }
+
+    /// The value of a `cpufreq` file of `cpu`, kHz (`None` without frequencies).
+    pub fn cpufreq_value(&self, cpu: u32, attr: Attr) -> Option<u64> {
+        self.cpufreq.as_ref()?.value(cpu, attr)
+    }
+
+    /// Writes `data` to `limit` of `cpu` (`scaling_min_freq`/`scaling_max_freq`).
+    /// The load-following power is first brought up to now, as a counter read now
+    /// would, so that the busy time until the write is charged at the old frequency.
+    pub fn write_cpufreq(&self, cpu: u32, limit: Limit, data: &[u8]) -> Result<(), WriteError> {
+        let p = self.cpufreq.as_ref().ok_or(WriteError::NoSuchCpu)?;
+        let khz = cpufreq::parse_khz(data)?;
+        let at = self
+            .counter_time(self.now_ns())
+            .saturating_sub(self.offset_ns);
+        p.set(cpu, limit, khz, |current| {
+            if let Some(f) = &self.follow {
+                f.advance(at, current);
+            }
+        })
     }
 
     /// The unwrapped raw count of counter `i` at emulated time `t_ns`, as the

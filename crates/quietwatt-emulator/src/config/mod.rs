@@ -6,6 +6,7 @@
 //! domains, ESU 14 (61 µJ), full 32-bit counters updated every millisecond, and
 //! 20 W package (12 W core, 2 W uncore) plus 4 W DRAM.
 
+use crate::cpufreq::CpuFreq;
 use crate::duration;
 use crate::error::{Error, Result};
 use crate::fault::{Fault, FaultKind};
@@ -168,8 +169,10 @@ impl PowerProfile {
     /// Applies a text specification: comma-separated `[SOCKET/]DOMAIN=WATTS`, DOMAIN
     /// one of `package`, `core`, `uncore`, `dram` (per socket; without SOCKET, every
     /// socket) or `platform` (psys beyond packages and DRAM). Example:
-    /// `package=30,core=15,1/dram=6,platform=8`. `follow=IDLE:PER_CPU` makes every
-    /// package follow this machine's real load ([`LoadFollowing`]), e.g. `follow=10:5`;
+    /// `package=30,core=15,1/dram=6,platform=8`. `follow=IDLE:PER_CPU[:PER_GHZ]` makes
+    /// every package follow this machine's real load ([`LoadFollowing`]), e.g.
+    /// `follow=10:5`, or `follow=10:2:1` with a term per GHz of each busy CPU's
+    /// emulated frequency ([`EmulatorConfig::cpufreq`]);
     /// core and uncore, unless the specification names them, are then scaled down
     /// (if need be) to 70 % of the idle power, as they sit inside the package.
     pub fn apply(&mut self, spec: &str) -> Result<()> {
@@ -185,7 +188,7 @@ impl PowerProfile {
                 .split_once('=')
                 .ok_or_else(|| err(format!("'{item}' has no '='")))?;
             if target.trim().eq_ignore_ascii_case("follow") {
-                // follow=IDLE:PER_CPU: a load-following package (crate::follow).
+                // follow=IDLE:PER_CPU[:PER_GHZ]: a load-following package (crate::follow).
                 self.follow = Some(LoadFollowing::parse(watts).map_err(err)?);
                 follow_named = true;
                 continue;
@@ -332,6 +335,11 @@ pub struct EmulatorConfig {
     /// when a signal lands. Zero by default.
     #[serde(default, with = "duration::text")]
     pub read_latency: Duration,
+    /// Serve `sys/devices/system/cpu/cpuN/cpufreq/` with these frequencies
+    /// ([`crate::cpufreq`]; CLI `--cpufreq`), which a load-following package's
+    /// `per_ghz_w` follows. `None`: no cpufreq directory, as on most VMs.
+    #[serde(default)]
+    pub cpufreq: Option<CpuFreq>,
 }
 
 /// From a time on, the busy fraction of every CPU in the emulated `/proc/stat`.
@@ -364,6 +372,7 @@ impl Default for EmulatorConfig {
             psys_disabled: false,
             load: Vec::new(),
             read_latency: Duration::ZERO,
+            cpufreq: None,
         }
     }
 }
@@ -427,6 +436,15 @@ impl EmulatorConfig {
     /// With `n` CPUs per socket.
     pub fn with_cpus_per_socket(mut self, n: u32) -> Self {
         self.cpus_per_socket = n;
+        self
+    }
+
+    /// With `scaling_available_frequencies` of every CPU these (kHz, any order),
+    /// as [`CpuFreq`] holds them: highest first.
+    pub fn with_cpufreq_khz(mut self, khz: &[u64]) -> Self {
+        let mut available_khz = khz.to_vec();
+        available_khz.sort_unstable_by(|a, b| b.cmp(a));
+        self.cpufreq = Some(CpuFreq { available_khz });
         self
     }
 
@@ -687,8 +705,19 @@ impl EmulatorConfig {
                 ));
             }
         }
+        if let Some(f) = &self.cpufreq {
+            f.check().map_err(Error::Config)?;
+        }
         if let Some(f) = &self.power.follow {
             f.check().map_err(Error::Config)?;
+            if f.per_ghz_w != 0.0 && self.cpufreq.is_none() {
+                return bad(format!(
+                    "the load-following power has {} W per GHz but no CPU frequencies are \
+                     emulated: give them (CLI: --cpufreq GHZ[,GHZ...], e.g. --cpufreq \
+                     1.5,2.2,3.0; config: cpufreq)",
+                    f.per_ghz_w
+                ));
+            }
             for s in 0..self.sockets {
                 let w = self.power.socket(s);
                 let inside = if self.domains.core { w.core } else { 0.0 }

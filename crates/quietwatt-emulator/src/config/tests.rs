@@ -187,3 +187,39 @@ fn a_package_alone_keeps_core_and_uncore_inside_it() {
         .unwrap();
     assert!(named.validate().is_err());
 }
+
+#[test]
+fn a_per_ghz_term_needs_emulated_frequencies() {
+    let c = EmulatorConfig::default()
+        .with_power("follow=10:2:1")
+        .unwrap();
+    let f = c.power.follow.as_ref().unwrap();
+    assert_eq!((f.idle_w, f.per_cpu_w, f.per_ghz_w), (10.0, 2.0, 1.0));
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("--cpufreq"), "{e}");
+    let c = c.with_cpufreq_khz(&[1_500_000, 3_000_000]);
+    c.validate().unwrap();
+    assert_eq!(
+        c.cpufreq.as_ref().unwrap().available_khz,
+        [3_000_000, 1_500_000]
+    );
+    // The configuration round-trips, and one written before the field reads back.
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(serde_json::from_str::<EmulatorConfig>(&json).unwrap(), c);
+    let old = EmulatorConfig::default().with_power("follow=10:5").unwrap();
+    let mut value = serde_json::to_value(&old).unwrap();
+    value.as_object_mut().unwrap().remove("cpufreq");
+    value["power"]["follow"]
+        .as_object_mut()
+        .unwrap()
+        .remove("per_ghz_w");
+    assert_eq!(
+        serde_json::from_value::<EmulatorConfig>(value).unwrap(),
+        old
+    );
+    // A list built by hand is checked at validation.
+    let bad = EmulatorConfig::default().with_cpufreq_khz(&[1_500_000, 1_500_000]);
+    assert!(bad.validate().is_err());
+    let bad = EmulatorConfig::default().with_cpufreq_khz(&[]);
+    assert!(bad.validate().is_err());
+}
