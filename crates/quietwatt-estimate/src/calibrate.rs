@@ -355,6 +355,17 @@ fn fit_all(
                         dropped.push(why);
                     }
                 }
+                Err((_, Unfit::TooFewPoints { points, needed })) if inputs.len() > 1 => {
+                    let why = format!(
+                        "{}: {points} points, where a fit on {} inputs needs {needed} (more CPUs to load, or --repeats)",
+                        inputs[1..].iter().map(|i| i.name()).collect::<Vec<_>>().join(", "),
+                        inputs.len()
+                    );
+                    if !dropped.contains(&why) {
+                        dropped.push(why);
+                    }
+                    inputs.truncate(1);
+                }
                 Err((domain, why)) => {
                     return Err(EstimateError::Fit {
                         domain: domain.into(),
@@ -586,6 +597,60 @@ mod tests {
                 .iter()
                 .any(|d| d.starts_with("busy_cpu_ghz: never varied apart from busy_cpus")),
             "{dropped:?}"
+        );
+    }
+
+    /// A signal between levels stops the sweep, and the frequency limits it
+    /// set are put back.
+    #[test]
+    fn a_stopped_sweep_restores_the_frequency_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        std::fs::write(&stat, "cpu0 1 0 1 0 0 0 0 0 0 0\n").unwrap();
+        let sys = dir.path().join("sys");
+        let d = crate::inputs::cpufreq_dir(&sys, 0);
+        std::fs::create_dir_all(&d).unwrap();
+        for (f, v) in [
+            ("scaling_available_frequencies", "3000000 1500000 \n"),
+            ("scaling_cur_freq", "2800000\n"),
+            ("scaling_min_freq", "2000000\n"),
+            ("scaling_max_freq", "2800000\n"),
+        ] {
+            std::fs::write(d.join(f), v).unwrap();
+        }
+        let mut plan = Plan::new(1);
+        (plan.stat, plan.sys) = (stat, sys);
+        (plan.per_level, plan.settle, plan.repeats) = (Duration::from_millis(5), Duration::ZERO, 1);
+        let stop = AtomicBool::new(false);
+        let mut calls = 0;
+        let mut measure = |d: Duration| {
+            calls += 1;
+            if calls == 2 {
+                // The second level runs at the highest frequency set.
+                let max = std::fs::read_to_string(
+                    crate::inputs::cpufreq_dir(&plan.sys, 0).join("scaling_max_freq"),
+                );
+                assert_eq!(max.unwrap(), "3000000\n");
+                stop.store(true, Ordering::Relaxed);
+            }
+            Ok(Measured::new(
+                "powercap".into(),
+                d.as_secs_f64(),
+                vec![("package", 0.1)],
+            ))
+        };
+        let e = calibrate(&plan, false, &stop, &mut measure, &mut Quiet).unwrap_err();
+        assert!(
+            matches!(e, EstimateError::Interrupted { measured: 2 }),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join("scaling_max_freq")).unwrap(),
+            "2800000\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join("scaling_min_freq")).unwrap(),
+            "2000000\n"
         );
     }
 

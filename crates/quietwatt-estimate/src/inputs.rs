@@ -363,6 +363,36 @@ mod tests {
         assert!((t[1] - (3.75 + 1.0 + 1.5)).abs() < 1e-9, "{t:?}");
     }
 
+    /// Where the kernel lists a core PMU, instructions are counted (CPU-wide:
+    /// the tests run as root); where it lists none, the answer says so.
+    #[test]
+    fn the_pmu_counts_where_the_kernel_lists_one() {
+        let listed = ["cpu", "cpu_core", "cpu_atom"]
+            .iter()
+            .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists());
+        match Pmu::open(&[0]) {
+            Ok(p) => {
+                assert!(listed, "counted without a core PMU listed");
+                let mut x = 0u64;
+                for i in 0..10_000_000u64 {
+                    x = std::hint::black_box(x.wrapping_add(i));
+                }
+                let [instructions, cycles] = p.giga().unwrap();
+                // CPU 0's count: this loop ran there or elsewhere, so only
+                // that both count.
+                assert!(
+                    instructions > 0.0 && cycles > 0.0,
+                    "{instructions} {cycles}"
+                );
+            }
+            Err(why) if !listed => assert!(why.contains("no hardware PMU"), "{why}"),
+            Err(why) => assert!(
+                why.contains("not permitted"),
+                "a core PMU listed, yet: {why}"
+            ),
+        }
+    }
+
     #[test]
     fn a_machine_without_cpufreq_says_so() {
         let dir = tempfile::tempdir().unwrap();

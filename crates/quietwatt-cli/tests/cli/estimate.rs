@@ -19,7 +19,7 @@ const IDLE_W: f64 = 10.0;
 /// `calibrate` against `emulator` into `dir/model.json`: the model, or `None`
 /// where the machine was kept busy by other work (checked independently: the
 /// machine's own busy CPU time over the sweep).
-fn calibrated(emulator: &Path, dir: &Path) -> Option<PathBuf> {
+pub(crate) fn calibrated(emulator: &Path, dir: &Path) -> Option<PathBuf> {
     let model = dir.join("model.json");
     let before = common::machine_busy_s();
     let t = std::time::Instant::now();
@@ -93,7 +93,7 @@ fn known_model(dir: &Path, per_cpu_w: f64) -> PathBuf {
 
 /// A scratch directory and, in it, a root with no RAPL at all (no powercap,
 /// msr or power PMU).
-fn no_rapl() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn no_rapl() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
@@ -114,16 +114,27 @@ fn package_line(model: &Path) -> (f64, f64, f64) {
 
 /// What a workload measured of itself: the emulator's package energy at its
 /// start and end, and the span between, s.
-struct Truth {
-    energy_j: f64,
-    span_s: f64,
+pub(crate) struct Truth {
+    pub energy_j: f64,
+    pub span_s: f64,
 }
 
 /// `run --power-model MODEL --json` on an empty root (no RAPL) of a shell
 /// that spins about a second and a half, reading the emulator's package
 /// counter at its start and end: the run's JSON and the truth.
 fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value, Truth) {
-    let (dir, empty) = no_rapl();
+    let (_dir, empty) = no_rapl();
+    estimate_in(&empty, emulator, model, extra)
+}
+
+/// [`estimate`] with `root` as the run's root (one without RAPL).
+pub(crate) fn estimate_in(
+    root: &Path,
+    emulator: &Path,
+    model: &Path,
+    extra: &[&str],
+) -> (serde_json::Value, Truth) {
+    let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("truth");
     let counter = emulator.join("sys/class/powercap/intel-rapl:0/energy_uj");
     let script =
@@ -140,7 +151,7 @@ fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value
         counter.to_str().unwrap(),
         out.to_str().unwrap(),
     ]);
-    let o = common::quietwatt(&empty, &args);
+    let o = common::quietwatt(root, &args);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let said = std::fs::read_to_string(&out).unwrap();
@@ -169,7 +180,7 @@ fn estimate(emulator: &Path, model: &Path, extra: &[&str]) -> (serde_json::Value
 
 /// The package's estimated energy and uncertainty, after checking that the
 /// run says it is an estimate everywhere.
-fn estimated_package(doc: &serde_json::Value, model: &Path) -> (f64, f64) {
+pub(crate) fn estimated_package(doc: &serde_json::Value, model: &Path) -> (f64, f64) {
     assert_eq!(doc["mechanism"], "estimate", "{doc}");
     assert_eq!(doc["estimated"], true, "{doc}");
     assert_eq!(doc["estimate"]["model"], model.to_str().unwrap(), "{doc}");

@@ -17,6 +17,7 @@ mod edges;
 mod emulate_cli;
 mod energy_bench;
 mod estimate;
+mod estimate_inputs;
 mod events_cli;
 mod inkernel_cli;
 mod lab;

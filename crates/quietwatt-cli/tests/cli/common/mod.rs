@@ -103,6 +103,30 @@ pub fn mount_following_at(per_cpu_w: f64) -> Mounted {
     }
 }
 
+/// The load-following emulator with emulated frequencies
+/// ([`FREQS_KHZ`]): each busy CPU draws `per_cpu_w + per_ghz_w ×` its
+/// `scaling_cur_freq` in GHz, on 10 W idle.
+pub fn mount_following_freq(per_cpu_w: f64, per_ghz_w: f64) -> Mounted {
+    let mut config = EmulatorConfig::default()
+        .with_cpus_per_socket(cpus() as u32)
+        .with_cpufreq_khz(&FREQS_KHZ);
+    config.power.follow = Some(quietwatt_emulator::LoadFollowing {
+        per_ghz_w,
+        ..quietwatt_emulator::LoadFollowing::new(10.0, per_cpu_w)
+    });
+    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
+    let exclusive = FOLLOWING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Mounted {
+        _following: Some(exclusive),
+        ..mount(config)
+    }
+}
+
+/// [`mount_following_freq`]'s frequencies, kHz.
+pub const FREQS_KHZ: [u64; 3] = [3_000_000, 2_200_000, 1_500_000];
+
 /// [`mount_following`]'s watts per busy CPU.
 pub const FOLLOW_W_PER_CPU: f64 = 5.0;
 
