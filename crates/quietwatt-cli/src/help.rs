@@ -137,11 +137,14 @@ Kernel stacks need root, CAP_PERFMON or kernel.perf_event_paranoid <= 1 (-a: <= 
 /// `quietwatt calibrate --help`.
 pub const CALIBRATE: &str = "\
 Examples:
-  sudo quietwatt calibrate -o model.json            on a machine with RAPL (about a minute)
+  sudo quietwatt calibrate -o model.json            on a machine with RAPL (one to three minutes)
+  sudo quietwatt calibrate -o m.json --frequencies 0  leave the frequency to the governor
   quietwatt run --power-model model.json -- make    on a machine of the same CPU without RAPL
   QUIETWATT_POWER_MODEL=model.json pytest --energy  the same for Python and pytest
-The model predicts package and DRAM power from the busy CPUs; every estimate says
-ESTIMATED and carries the model's stated error (docs/estimate.md).";
+The model predicts package and DRAM power from the busy CPUs, and where they can be
+read, their frequency (cpufreq) and instructions and cycles (the PMU); it keeps
+simpler fits for machines that read fewer. Every estimate says ESTIMATED and
+carries the model's stated error (docs/estimate.md).";
 
 /// `quietwatt emulate --help`.
 pub const EMULATE: &str = "\
