@@ -14,9 +14,9 @@
 //!
 //! | family | type | labels |
 //! |---|---|---|
-//! | `quietwatt_attributed_energy_joules_total` | counter | `by`, `id`, `name` (a pod's: `pod_uid`, `container_id`, `namespace`, `pod`), `part` |
+//! | `quietwatt_attributed_energy_joules_total` | counter | `by`, `id`, `name` (a pod's: `pod_uid`, `container_id`, `namespace`, `pod`), `part`, and `estimated="true"` where the package energy is a model's estimate |
 //! | `quietwatt_attributed_cpu_seconds_total` | counter | `by`, `id`, `name` (a pod's, as above) |
-//! | `quietwatt_unattributed_energy_joules_total` | counter | `part` |
+//! | `quietwatt_unattributed_energy_joules_total` | counter | `part` (and `estimated`, as above) |
 //! | `quietwatt_attribution_dropped_slices_total` | counter | none |
 
 use crate::{
@@ -54,6 +54,9 @@ pub struct AttributionFigures {
     /// exported once as `part="unsplit"`, never as `dynamic` (which would call the
     /// idle power dynamic).
     pub idle_split: bool,
+    /// Whether the package energy split is a power model's estimate: every
+    /// energy series then says `estimated="true"`, as the package's does.
+    pub estimated: bool,
 }
 
 /// One entity's (or `other`'s) part of the package energy.
@@ -91,6 +94,9 @@ pub struct CollectorOptions {
     /// Where the kubelet's pod log directories are ([`crate::kubernetes::POD_LOGS`]
     /// on a node), to name a pod's namespace and name.
     pub pod_logs: PathBuf,
+    /// Whether the package energy is a power model's estimate (the session
+    /// reads mechanism `estimate`), labelled so on every energy series.
+    pub estimated: bool,
 }
 
 /// The split and the exported counters.
@@ -104,6 +110,7 @@ pub struct AttributionCollector {
     freq_hz: f64,
     /// Whether an idle power (configured or fitted) sets the idle part apart.
     idle_split: bool,
+    estimated: bool,
 }
 
 impl AttributionCollector {
@@ -126,6 +133,7 @@ impl AttributionCollector {
             by: options.by,
             bounded: Bounded::new(options.top, half_life),
             freq_hz: options.freq.hz(),
+            estimated: options.estimated,
         }
     }
 
@@ -186,6 +194,7 @@ impl AttributionCollector {
             unattributed_idle_j: j(unattributed.idle_uj),
             dropped_slices: dropped,
             idle_split: self.idle_split,
+            estimated: self.estimated,
         }
     }
 }
@@ -200,6 +209,12 @@ pub fn families(a: &AttributionFigures) -> Vec<Family> {
         ];
         l.extend(s.pod.iter().flat_map(PodIdentity::labels));
         l
+    };
+    // A model's estimate, never to be summed with measurements unaware.
+    let estimated = |l: &mut Vec<(&'static str, String)>| {
+        if a.estimated {
+            l.push(("estimated", "true".to_string()));
+        }
     };
     let parts = |dynamic: f64, idle: f64| -> Vec<(&'static str, f64)> {
         if a.idle_split {
@@ -218,6 +233,7 @@ pub fn families(a: &AttributionFigures) -> Vec<Family> {
         for (part, v) in parts(s.dynamic_j, s.idle_j) {
             let mut l = labels(s);
             l.push(("part", part.to_string()));
+            estimated(&mut l);
             energy.push(l, Value::Joules(v));
         }
     }
@@ -237,7 +253,9 @@ pub fn families(a: &AttributionFigures) -> Vec<Family> {
         "Package energy no process or cgroup got: dynamic energy while only the idle task ran, and the idle CPUs' share of the idle part.",
     );
     for (part, v) in parts(a.unattributed_dynamic_j, a.unattributed_idle_j) {
-        unattributed.push([("part", part.to_string())], Value::Joules(v));
+        let mut l = vec![("part", part.to_string())];
+        estimated(&mut l);
+        unattributed.push(l, Value::Joules(v));
     }
     let mut dropped = Family::new(
         "quietwatt_attribution_dropped_slices",
@@ -305,6 +323,7 @@ mod tests {
             unattributed_idle_j: 0.0,
             dropped_slices: 0,
             idle_split: false,
+            estimated: false,
         };
         let t = render(&exposition(&a), ExpositionFormat::Text);
         assert!(
@@ -317,6 +336,23 @@ mod tests {
         );
         assert!(
             t.contains("quietwatt_unattributed_energy_joules_total{part=\"unsplit\"} 2.00\n"),
+            "{t}"
+        );
+        // Split from a model's estimate: every energy series says so (CPU
+        // time is measured, and does not).
+        let t = render(
+            &exposition(&AttributionFigures {
+                estimated: true,
+                ..a
+            }),
+            ExpositionFormat::Text,
+        );
+        assert!(
+            t.contains("id=\"7\",name=\"loop\",part=\"unsplit\",estimated=\"true\"} 15.00\n")
+                && t.contains(
+                    "quietwatt_unattributed_energy_joules_total{part=\"unsplit\",estimated=\"true\"} 2.00\n"
+                )
+                && t.contains("quietwatt_attributed_cpu_seconds_total{by=\"process\",id=\"7\",name=\"loop\"} 1.000000\n"),
             "{t}"
         );
     }
@@ -347,6 +383,7 @@ mod tests {
             unattributed_idle_j: 3.0,
             dropped_slices: 0,
             idle_split: true,
+            estimated: false,
         };
         let e = exposition(&a);
         let t = render(&e, ExpositionFormat::Text);

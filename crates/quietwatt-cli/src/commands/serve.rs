@@ -218,6 +218,7 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
                     refresh: args.min_interval,
                     freq: exporter.freq(),
                     pod_logs: args.pod_logs.clone(),
+                    estimated: exporter.plan().mechanism() == Mechanism::Estimate,
                 },
             ))
         }

@@ -517,10 +517,24 @@ fn serve_exports_the_estimate_labelled_as_one() {
     use std::io::{BufRead, BufReader, Read, Write};
     let (dir, empty) = no_rapl();
     let model = known_model(dir.path(), 5.0);
+    // No RAPL, and this machine's CPUs for the attribution's topology.
+    std::fs::create_dir_all(empty.join("sys/devices/system")).unwrap();
+    std::os::unix::fs::symlink(
+        "/sys/devices/system/cpu",
+        empty.join("sys/devices/system/cpu"),
+    )
+    .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quietwatt"))
         .arg("--root")
         .arg(&empty)
-        .args(["serve", "--listen", "127.0.0.1:0", "--power-model"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--attribute",
+            "process",
+            "--power-model",
+        ])
         .arg(&model)
         .env_remove("QUIETWATT_ROOT")
         .stderr(std::process::Stdio::piped())
@@ -557,5 +571,17 @@ fn serve_exports_the_estimate_labelled_as_one() {
             s.contains("mechanism=\"estimate\"") && s.contains("estimated=\"true\""),
             "{s}"
         );
+    }
+    // The estimate split among processes says it is one, on every series.
+    let attributed: Vec<&str> = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("quietwatt_attributed_energy_joules_total{")
+                || l.starts_with("quietwatt_unattributed_energy_joules_total{")
+        })
+        .collect();
+    assert!(attributed.len() >= 2, "{body}");
+    for s in attributed {
+        assert!(s.contains("estimated=\"true\""), "{s}");
     }
 }
