@@ -116,6 +116,12 @@ impl EstimateSource {
                 .join(", "),
             fit.blind_to.join(", ")
         )];
+        let packages = packages(sys);
+        if packages > 1 {
+            notes.push(format!(
+                "this machine has {packages} packages, estimated as one: socket 0's figures are the whole machine's (the model was fitted on every socket's energy summed)"
+            ));
+        }
         for i in unread {
             let why = clock
                 .missing()
@@ -136,6 +142,28 @@ impl EstimateSource {
             notes,
         })
     }
+}
+
+/// The distinct `physical_package_id`s of the CPUs under `sys` (0 where
+/// the topology cannot be read).
+fn packages(sys: &Path) -> usize {
+    let Ok(dir) = std::fs::read_dir(sys.join("devices/system/cpu")) else {
+        return 0;
+    };
+    let mut ids: Vec<String> = dir
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("cpu"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("topology/physical_package_id")).ok())
+        .map(|s| s.trim().to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids.len()
 }
 
 impl Source for EstimateSource {
@@ -178,5 +206,25 @@ impl Source for EstimateSource {
 
     fn estimate(&self) -> Option<&Estimated> {
         Some(&self.estimated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_are_counted_from_the_topology() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(packages(dir.path()), 0);
+        for (cpu, pkg) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
+            let t = dir
+                .path()
+                .join(format!("devices/system/cpu/cpu{cpu}/topology"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("physical_package_id"), format!("{pkg}\n")).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("devices/system/cpu/cpufreq")).unwrap();
+        assert_eq!(packages(dir.path()), 2);
     }
 }
