@@ -501,6 +501,7 @@ fn measure(
     perf_stand_in(&mut b, cpu, other);
     perf_rows(&mut b, &config.root, cpu, other);
     msr_rows(&mut b, &config.root, cpu);
+    estimate_rows(&mut b, &config.root);
     b.unavailable(
         "bpf map lookup",
         "",
@@ -567,6 +568,53 @@ fn powercap_rows(b: &mut Bench, root: &SysRoot) {
             }
         }
         Err(e) => b.unavailable("powercap pread", "", None, e.to_string()),
+    }
+}
+
+/// A read of the estimate where nothing can measure: a TDP guess from the
+/// busy CPUs (`/proc/stat`), and a model that also weighs them by their
+/// frequency (cpufreq under `root`, read every 10 ms at most: in the p99,
+/// rarely in the median).
+fn estimate_rows(b: &mut Bench, root: &SysRoot) {
+    use quietwatt::estimate::inputs::Input;
+    use quietwatt::estimate::model::{blind_to, Term};
+    use quietwatt::estimate::{guess, CpuIdentity, EstimateSource};
+    use quietwatt::source::Source;
+    let cpu = CpuIdentity::parse("", 1);
+    let busy = guess::tdp(&cpu, 100.0);
+    let mut freq = busy.clone();
+    freq.simpler = vec![busy.fit.clone()];
+    let names = [Input::BusyCpus, Input::BusyCpuGhz];
+    freq.fit.inputs = names.iter().map(|i| i.name().to_string()).collect();
+    freq.fit.blind_to = blind_to(&names);
+    freq.fit.domains[0].terms.push(Term {
+        input: Input::BusyCpuGhz.name().into(),
+        w_per_unit: 1.0,
+    });
+    let stat = Path::new("/proc/stat");
+    let sys = root.dir().join("sys");
+    for (model, target) in [
+        (&busy, "busy CPUs (/proc/stat)".to_string()),
+        (
+            &freq,
+            format!("busy CPUs × frequency ({}/…/cpufreq)", sys.display()),
+        ),
+    ] {
+        match EstimateSource::open(model, "bench", &Selection::default(), stat, &sys) {
+            Ok(mut s) if s.estimate().is_some_and(|e| e.inputs == model.fit.inputs) => {
+                let mut out = vec![0u64; s.channels().len()];
+                b.time("estimate read", &target, None, || {
+                    s.read(&mut out).map_err(io::Error::other)
+                });
+            }
+            Ok(s) => b.unavailable(
+                "estimate read",
+                &target,
+                None,
+                s.notes().last().cloned().unwrap_or_default(),
+            ),
+            Err(e) => b.unavailable("estimate read", &target, None, e.to_string()),
+        }
     }
 }
 

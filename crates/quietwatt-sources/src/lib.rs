@@ -222,7 +222,8 @@ pub struct Estimated {
     pub model: String,
     /// The CPU it was made for.
     pub cpu: String,
-    /// What it predicts from (`busy_cpus`).
+    /// What it predicts from (`busy_cpus`, and `busy_cpu_ghz`,
+    /// `instructions_gps`, `cycles_gps` where the fit used has them).
     pub inputs: Vec<String>,
     /// Each channel's stated error of the power, W, in the order of
     /// [`Source::channels`]: its energy's uncertainty holds this much per

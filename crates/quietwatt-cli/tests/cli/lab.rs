@@ -6,7 +6,7 @@ use serde_json::Value;
 
 #[test]
 fn latency_reads_the_emulator_through_each_mechanism_and_labels_it() {
-    let emu = mount(EmulatorConfig::default());
+    let emu = mount(EmulatorConfig::default().with_cpufreq_khz(&[3_000_000, 1_500_000]));
     let out = quietwatt(
         emu.root(),
         &[
@@ -46,6 +46,16 @@ fn latency_reads_the_emulator_through_each_mechanism_and_labels_it() {
     assert!(rapl_perf
         .iter()
         .any(|r| r["unavailable"].as_str().unwrap_or("").contains("emulated")));
+    // The estimate's read: from the busy CPUs, and weighed by the emulator's
+    // cpufreq.
+    let est = of("estimate read");
+    assert_eq!(est.len(), 2, "{est:?}");
+    for r in est {
+        assert!(
+            r["latency"]["median_ns"].as_f64().unwrap_or(0.0) > 0.0,
+            "{r}"
+        );
+    }
 }
 
 #[test]
