@@ -28,7 +28,9 @@ class PermissionDenied(NoRapl, PermissionError):
 
 class BadArgument(Error, ValueError):
     """An argument quietwatt cannot use: an unknown domain or mechanism, a bad
-    frequency, a window that was never opened, a stopped measurement."""
+    frequency, a window that was never opened, a stopped measurement, a power
+    model (``QUIETWATT_POWER_MODEL``) that is unreadable, corrupt or another
+    CPU's."""
 
 
 class MeasurementError(Error):

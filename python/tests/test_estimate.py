@@ -102,6 +102,16 @@ def test_without_a_model_nothing_is_estimated(no_rapl, monkeypatch):
             pass
 
 
+def test_a_corrupt_model_is_the_callers_to_fix(no_rapl, monkeypatch):
+    root, model = no_rapl
+    with open(model, "w") as f:
+        f.write('{"schema": "quietwatt.power-model/2", "cpu": 3}')
+    with pytest.raises(qw.BadArgument) as e:
+        with qw.measure(root=root):
+            pass
+    assert "is corrupt" in str(e.value) and "quietwatt calibrate" in str(e.value), e.value
+
+
 def test_pytest_energy_estimates_each_test(no_rapl):
     root, _ = no_rapl
     work = tempfile.mkdtemp(prefix="quietwatt-pytest-estimate-")

@@ -135,15 +135,20 @@ pub fn open_model(
 }
 
 impl From<EstimateError> for quietwatt_sources::Error {
-    /// A model that cannot be used: nothing can measure this way, and the
-    /// message says what to do; a domain not modelled, as from a mechanism.
+    /// A domain not modelled, as from a mechanism; a model file or TDP the
+    /// caller must fix, [`quietwatt_sources::Error::BadModel`]; a machine
+    /// whose inputs cannot be read (or a CPU the table lacks), nothing can
+    /// estimate this way. Each message says what to do.
     fn from(e: EstimateError) -> Self {
         match e {
             EstimateError::Selection(e) => e,
-            e => quietwatt_sources::Error::MechanismUnavailable {
+            e @ (EstimateError::Stat { .. }
+            | EstimateError::Measure(_)
+            | EstimateError::NotInTable { .. }) => quietwatt_sources::Error::MechanismUnavailable {
                 mechanism: "estimate",
                 why: e.to_string(),
             },
+            e => quietwatt_sources::Error::BadModel { why: e.to_string() },
         }
     }
 }

@@ -122,15 +122,23 @@ impl EstimateSource {
                 "this machine has {packages} packages, estimated as one: socket 0's figures are the whole machine's (the model was fitted on every socket's energy summed)"
             ));
         }
+        // One note per reason (the PMU's two counts share theirs).
+        let mut unused: Vec<(Vec<&str>, &str)> = Vec::new();
         for i in unread {
             let why = clock
                 .missing()
                 .iter()
                 .find(|(m, _)| *m == i)
                 .map_or("not read", |(_, w)| w.as_str());
+            match unused.iter_mut().find(|(_, w)| *w == why) {
+                Some((names, _)) => names.push(i.name()),
+                None => unused.push((vec![i.name()], why)),
+            }
+        }
+        for (names, why) in unused {
             notes.push(format!(
                 "the model's fit on {} is not used: {why}; its simpler fit's error is stated instead",
-                i.name()
+                names.join(" and ")
             ));
         }
         Ok(EstimateSource {

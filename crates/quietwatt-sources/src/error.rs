@@ -94,6 +94,13 @@ pub enum Error {
         /// Why, and the fix.
         why: String,
     },
+    /// A power model the caller gave that cannot be used (unreadable, corrupt,
+    /// another CPU's, a TDP that is no power): fix what was given.
+    #[error("{why}")]
+    BadModel {
+        /// What is wrong, and the fix.
+        why: String,
+    },
     /// A mechanism this build of the library left out: its cargo feature is off.
     #[error(
         "mechanism {mechanism} is not in this build: quietwatt was compiled without its `{feature}` feature \
@@ -155,7 +162,7 @@ impl Error {
             | Error::MechanismUnavailable { .. }
             | Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
             Error::Vanished { .. } => ErrorKind::CounterVanished,
-            Error::UnknownDomain { .. } => ErrorKind::Usage,
+            Error::UnknownDomain { .. } | Error::BadModel { .. } => ErrorKind::Usage,
             Error::KernelSampling { source, .. } => retry_or(source, ErrorKind::Fatal),
         }
     }
@@ -252,6 +259,9 @@ mod tests {
                 mechanism: "perf",
                 why: "no PMU".into(),
             },
+            Error::BadModel {
+                why: "corrupt".into(),
+            },
             Error::FeatureDisabled {
                 mechanism: "ebpf",
                 feature: "bpf",
@@ -273,6 +283,7 @@ mod tests {
             Error::UnknownDomain { .. } => ErrorKind::Usage,
             Error::KernelSampling { .. } => or_retry(ErrorKind::Fatal),
             Error::MechanismUnavailable { .. } => ErrorKind::Unavailable,
+            Error::BadModel { .. } => ErrorKind::Usage,
             Error::FeatureDisabled { .. } => ErrorKind::Unavailable,
         }
     }

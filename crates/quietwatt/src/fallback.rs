@@ -36,18 +36,27 @@ pub fn instead(
                 &root.dir().join("sys"),
             )
             .map(|s| Box::new(s) as Box<dyn Source>)
-            .map_err(|e| match e {
-                crate::estimate::EstimateError::Selection(e) => e,
-                e => SourceError::MechanismUnavailable {
-                    mechanism: "estimate",
-                    why: format!(
-                        "nothing can measure here ({local}{}), and {e}",
-                        match &service {
-                            Some(Err(s)) => format!("; {s}"),
-                            _ => String::new(),
+            .map_err(|e| {
+                // Why nothing measured, beside what the model lacks.
+                let context = format!(
+                    "nothing can measure here ({local}{})",
+                    match &service {
+                        Some(Err(s)) => format!("; {s}"),
+                        _ => String::new(),
+                    }
+                );
+                match SourceError::from(e) {
+                    SourceError::BadModel { why } => SourceError::BadModel {
+                        why: format!("{why}\n  ({context})"),
+                    },
+                    SourceError::MechanismUnavailable { mechanism, why } => {
+                        SourceError::MechanismUnavailable {
+                            mechanism,
+                            why: format!("{context}, and {why}"),
                         }
-                    ),
-                },
+                    }
+                    e => e,
+                }
             }),
         ),
         (service, _) => service.map(|r| r.map(|s| Box::new(s) as Box<dyn Source>)),

@@ -1,9 +1,8 @@
 //! `--power-model`: an estimate where nothing can measure (the
 //! `quietwatt-estimate` crate's model and source); the flags and words.
 
-use crate::exit::{Failure, NO_RAPL, USAGE};
-use quietwatt::estimate::{EstimateError, ModelChoice};
-use std::path::{Path, PathBuf};
+use quietwatt::estimate::ModelChoice;
+use std::path::PathBuf;
 
 /// The flags of an estimate.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -46,49 +45,5 @@ impl EstimateArgs {
                 force: self.force_model,
             }
         })
-    }
-}
-
-/// Where opening the counters failed with `local` for want of any (exit 69),
-/// the model's estimate, when a model is given; otherwise `local` as it was.
-/// The frequency is read under `root`'s `sys`.
-pub fn instead(
-    local: Failure,
-    args: &EstimateArgs,
-    selection: &quietwatt::Selection,
-    root: &quietwatt::SysRoot,
-) -> Result<Box<dyn quietwatt::Source>, Failure> {
-    let Some(choice) = args.choice() else {
-        return Err(local);
-    };
-    if local.code() != NO_RAPL {
-        return Err(local);
-    }
-    quietwatt::estimate::open_model(
-        &choice,
-        selection,
-        Path::new("/proc"),
-        &root.dir().join("sys"),
-    )
-    .map(|s| Box::new(s) as Box<dyn quietwatt::Source>)
-    .map_err(|e| {
-        Failure::new(
-            code(&e),
-            format!(
-                "{e}\n  (nothing can measure here: {})",
-                local.message().lines().next().unwrap_or_default()
-            ),
-        )
-    })
-}
-
-/// The exit code of an estimate that cannot be made: a bad file or flag is
-/// the user's to fix (2); a machine that cannot be read, 69.
-pub fn code(e: &EstimateError) -> u8 {
-    match e {
-        EstimateError::Stat { .. }
-        | EstimateError::Measure(_)
-        | EstimateError::NotInTable { .. } => NO_RAPL,
-        _ => USAGE,
     }
 }

@@ -28,14 +28,16 @@ pub struct InKernelArgs {
 /// Opens `mechanism` (the best polled one when `None`) through the library's one
 /// choice (`quietwatt::source::choose::open`): ebpf and perf-ring at `freq`
 /// (fixed) drained at `--drain-hz`. Where the kernel refuses perf-ring's group,
-/// says so and polls the same events.
+/// says so and polls the same events. The counters' own error is kept
+/// (`Ok(Err)`), for the fallback to judge; a request that cannot be is a
+/// failure.
 pub fn open(
     env: &Environment,
     mechanism: Option<Mechanism>,
     args: &InKernelArgs,
     freq: FreqArg,
     selection: &Selection,
-) -> Result<Box<dyn Source>, Failure> {
+) -> Result<Result<Box<dyn Source>, quietwatt::SourceError>, Failure> {
     let request = MechanismRequest::from(mechanism);
     let mut choice = Choice::new(request);
     choice.selection = selection.clone();
@@ -47,11 +49,15 @@ pub fn open(
         };
         choice.drain = drain(args.drain_hz)?;
     }
-    let chosen = choose::open(&env.root, &choice).map_err(choose_failure)?;
+    let chosen = match choose::open(&env.root, &choice) {
+        Ok(c) => c,
+        Err(ChooseError::Source(e)) => return Ok(Err(e)),
+        Err(e) => return Err(choose_failure(e)),
+    };
     if let (Some(m), Some(reason)) = (mechanism, &chosen.fallback) {
         warn_fallback(m, reason);
     }
-    Ok(chosen.source)
+    Ok(Ok(chosen.source))
 }
 
 /// The warning of an in-kernel mechanism the kernel refused.

@@ -9,6 +9,7 @@ pub mod energy_bench;
 pub mod estimate;
 pub mod events;
 pub mod exports;
+pub mod fallback;
 pub mod inkernel;
 pub mod lab;
 pub mod list;

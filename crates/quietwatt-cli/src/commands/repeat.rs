@@ -89,14 +89,21 @@ pub fn measure(env: &Environment, s: &Series<'_>) -> Result<Measured, Failure> {
     }
     let sel = selection(&s.meter.domains)?;
     // Refused here, nothing named: the local reader service, if there is one.
-    let source = source::open(&env.root, s.meter.mechanism, &sel)
-        .map_err(Failure::from)
-        .or_else(|f| {
-            super::serve_reader::instead(f, s.meter.mechanism, &sel, s.meter.freq)
-                .map(|(source, _)| source)
-        })
-        // Nothing measures: the power model's estimate, where one is given.
-        .or_else(|f| super::estimate::instead(f, &s.meter.estimate, &sel, &env.root))?;
+    // Refused here: the reader service, else the power model's estimate.
+    let source = match source::open(&env.root, s.meter.mechanism, &sel) {
+        Ok(source) => source,
+        Err(local) => {
+            super::fallback::instead(
+                local,
+                s.meter.mechanism,
+                &sel,
+                s.meter.freq,
+                &s.meter.estimate,
+                &env.root,
+            )?
+            .0
+        }
+    };
     let meter = Meter::new(source);
     super::print_notes(&meter);
     // As `run`: its default, raised by the one rule where a counter could wrap.

@@ -139,14 +139,17 @@ pub fn run(env: &Environment, args: Args) -> Result<ExitCode, Failure> {
             args.meter.freq.unwrap_or(in_kernel_freq),
             &selection,
         )
-        .map(|s| (s, false))
-        .or_else(|f| {
-            super::serve_reader::instead(f, args.meter.mechanism, &selection, args.meter.freq)
-        })
-        // Nothing measures: the model's estimate, where one is given.
-        .or_else(|f| {
-            super::estimate::instead(f, &args.meter.estimate, &selection, &env.root)
-                .map(|s| (s, false))
+        .and_then(|opened| match opened {
+            Ok(s) => Ok((s, false)),
+            // Refused here: the reader service, else the model's estimate.
+            Err(local) => super::fallback::instead(
+                local,
+                args.meter.mechanism,
+                &selection,
+                args.meter.freq,
+                &args.meter.estimate,
+                &env.root,
+            ),
         }),
     };
     let (source, via_emulator) = match opened {

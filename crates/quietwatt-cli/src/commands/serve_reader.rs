@@ -132,39 +132,9 @@ pub fn connect(
     Ok((Box::new(s), emulated))
 }
 
-/// Where opening the counters failed with `local` for want of access (exit
-/// 69) and no mechanism was named: the service found at `$QUIETWATT_SOCKET` or
-/// the default path, when there is one; otherwise `local` as it was. A service
-/// that is there but refuses says why beside `local`.
-pub fn instead(
-    local: Failure,
-    mechanism: Option<quietwatt::Mechanism>,
-    selection: &quietwatt::Selection,
-    freq: Option<quietwatt::FreqArg>,
-) -> Result<Opened, Failure> {
-    if local.code() != crate::exit::NO_RAPL || mechanism.is_some() {
-        return Err(local);
-    }
-    match quietwatt::reader::discovered(selection, want(freq)) {
-        None => Err(local),
-        Some(Ok(s)) => {
-            let emulated = s.welcome().emulated;
-            Ok((Box::new(s), emulated))
-        }
-        Some(Err(quietwatt::reader::ReaderError::Selection(e))) => Err(e.into()),
-        Some(Err(e)) => Err(Failure::new(
-            crate::exit::NO_RAPL,
-            format!(
-                "{e}\n  (reading the counters here failed too: {})",
-                local.message().lines().next().unwrap_or_default()
-            ),
-        )),
-    }
-}
-
 /// What `run` asks the service for: a reading as often as `--freq` reads (the
 /// policy may coarsen it; the note says so), at the policy's resolution.
-fn want(freq: Option<quietwatt::FreqArg>) -> quietwatt::reader::Want {
+pub fn want(freq: Option<quietwatt::FreqArg>) -> quietwatt::reader::Want {
     quietwatt::reader::Want {
         interval: match freq {
             Some(quietwatt::FreqArg::Fixed(f)) => Some(f.period()),
