@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from _stats import median_ci
+
 
 def run(argv):
     """(solve seconds, tree CPU seconds) of one run; exits on a failure."""
@@ -47,12 +49,6 @@ def run(argv):
     if doc is None:
         sys.exit(f"no workload JSON from {' '.join(argv[:4])}: {out[-400:]!r}")
     return doc["solve_s"], usage.ru_utime + usage.ru_stime
-
-
-def median_ci(xs, rng, n=2000):
-    """The median and a 95 % percentile-bootstrap interval of it."""
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
-    return statistics.median(xs), meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
 def main():

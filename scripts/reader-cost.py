@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 
+from _stats import median_ci
+
 POLICY = "version = 1\n[[allow]]\nusers = [65534]\ninterval_ms = 1\nresolution_uj = 1\n"
 DEFAULT_POLICY = "version = 1\n[[allow]]\nusers = [65534]\ninterval_ms = 100\nresolution_uj = 1000\n"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -80,12 +82,6 @@ def proc_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def median_ci(xs, rng, n=2000):
-    """The median and a 95 % percentile-bootstrap interval of it."""
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
-    return statistics.median(xs), meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
 def main():
