@@ -260,21 +260,13 @@ impl Exporter {
     /// stop. `wait(d)` sleeps up to `d` (less when asked to stop) and returns
     /// whether to stop: the exporter's thread wakes once per refresh.
     pub fn run(&mut self, server: &Server, wait: &mut dyn FnMut(Duration) -> bool) {
-        let interval = self.opener.config.min_interval;
-        let mut next = Instant::now() + interval;
+        let mut pace = Pacer::new(Instant::now(), self.opener.config.min_interval);
         loop {
-            let now = Instant::now();
-            if now < next {
-                if wait(next - now) {
-                    return;
-                }
-                continue;
+            match pace.until(Instant::now()) {
+                Some(d) if wait(d) => return,
+                Some(_) => {}
+                None => server.publish(self.refresh()),
             }
-            next += interval;
-            if next < now {
-                next = now + interval;
-            }
-            server.publish(self.refresh());
         }
     }
 
@@ -285,6 +277,38 @@ impl Exporter {
                 let _ = session.stop();
             }
         }
+    }
+}
+
+/// A deadline every period from a start; one missed is not made up (a late
+/// refresh is not followed by a burst of them).
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    period: Duration,
+    next: Instant,
+}
+
+impl Pacer {
+    /// The first deadline one `period` after `start`.
+    pub(crate) fn new(start: Instant, period: Duration) -> Pacer {
+        Pacer {
+            period,
+            next: start + period,
+        }
+    }
+
+    /// The time left at `now` until the deadline; `None` when it has come,
+    /// and the deadline moves one period on (or a period after `now`, when
+    /// that is already past).
+    pub(crate) fn until(&mut self, now: Instant) -> Option<Duration> {
+        if now < self.next {
+            return Some(self.next - now);
+        }
+        self.next += self.period;
+        if self.next < now {
+            self.next = now + self.period;
+        }
+        None
     }
 }
 
@@ -299,4 +323,23 @@ fn kept_rows(config: &ExporterConfig) -> usize {
 /// A reason fit for a label value: its first line.
 pub(crate) fn first_line(reason: &str) -> String {
     reason.lines().next().unwrap_or_default().trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pacer_keeps_its_period_and_skips_what_was_missed() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut p = Pacer::new(t0, ms(100));
+        assert_eq!(p.until(t0 + ms(40)), Some(ms(60)));
+        assert_eq!(p.until(t0 + ms(100)), None);
+        // On time: the next deadline is a period after the last, not after now.
+        assert_eq!(p.until(t0 + ms(130)), Some(ms(70)));
+        // Three periods late: one refresh, then a period from now.
+        assert_eq!(p.until(t0 + ms(500)), None);
+        assert_eq!(p.until(t0 + ms(500)), Some(ms(100)));
+    }
 }

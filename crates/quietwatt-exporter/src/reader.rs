@@ -4,7 +4,7 @@
 //! published on the service's [`Board`], which the service answers clients
 //! from. The samplers never see a client: the refresh swaps one pointer.
 
-use crate::exporter::Exporter;
+use crate::exporter::{Exporter, Pacer};
 use crate::exposition::DomainSeries;
 use crate::server::Server;
 use crate::slots::Plan;
@@ -83,28 +83,19 @@ impl Exporter {
         let http = self.config().min_interval;
         let every = every.min(http).max(Duration::from_millis(1));
         let start = Instant::now();
-        let (mut next, mut next_http) = (start + every, start + http);
+        let (mut pace, mut pace_http) = (Pacer::new(start, every), Pacer::new(start, http));
         let mut seq = 1;
         loop {
             let now = Instant::now();
-            if now < next {
-                if wait(next - now) {
-                    return;
-                }
-                continue;
-            }
-            next += every;
-            if next < now {
-                next = now + every;
+            match pace.until(now) {
+                Some(d) if wait(d) => return,
+                Some(_) => continue,
+                None => {}
             }
             let exposition = self.refresh();
             seq += 1;
             self.publish_to(board, seq, &exposition);
-            if now >= next_http {
-                next_http += http;
-                if next_http < now {
-                    next_http = now + http;
-                }
+            if pace_http.until(now).is_none() {
                 if let Some(s) = server {
                     s.publish(exposition);
                 }
