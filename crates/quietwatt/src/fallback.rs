@@ -38,8 +38,8 @@ pub fn instead(
             .map(|s| Box::new(s) as Box<dyn Source>)
             .map_err(|e| {
                 // Why nothing measured, beside what the model lacks.
-                let context = format!(
-                    "nothing can measure here ({local}{})",
+                let nothing = format!(
+                    "{local}{}",
                     match &service {
                         Some(Err(s)) => format!("; {s}"),
                         _ => String::new(),
@@ -47,12 +47,12 @@ pub fn instead(
                 );
                 match SourceError::from(e) {
                     SourceError::BadModel { why } => SourceError::BadModel {
-                        why: format!("{why}\n  ({context})"),
+                        why: format!("{why}\n  (nothing can measure here: {nothing})"),
                     },
                     SourceError::MechanismUnavailable { mechanism, why } => {
                         SourceError::MechanismUnavailable {
                             mechanism,
-                            why: format!("{context}, and {why}"),
+                            why: format!("nothing can measure here ({nothing}), and {why}"),
                         }
                     }
                     e => e,
