@@ -7,34 +7,15 @@
 //! the test's sleeps, so a loaded machine does not break it.
 
 use quietwatt_core::Domain;
-use quietwatt_emulator::{Emulator, EmulatorConfig, Mechanism};
+use quietwatt_emulator::{EmulatorConfig, Mechanism};
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// A mounted emulator in a temporary directory (dropped, so unmounted, first).
-struct Mounted {
-    emu: Emulator,
-    _dir: tempfile::TempDir,
-}
-
-fn mount(config: EmulatorConfig) -> Mounted {
-    let dir = tempfile::tempdir().expect("create a temporary directory");
-    // Let other users traverse to the mount (a test writes as nobody).
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
-    let mnt = dir.path().join("root");
-    fs::create_dir(&mnt).expect("create the mount point");
-    match Emulator::mount(&mnt, config) {
-        Ok(emu) => Mounted { emu, _dir: dir },
-        Err(e) => panic!(
-            "\n\n*** quietwatt-emulator: these tests mount a FUSE filesystem and must run \
-             as root with /dev/fuse present. Mounting failed:\n*** {e}\n\n"
-        ),
-    }
-}
+mod support;
+use support::{mount, Mounted};
 
 impl Mounted {
     fn cpufreq(&self, cpu: u32, file: &str) -> PathBuf {

@@ -14,27 +14,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A mounted emulator in a temporary directory. The emulator is declared first so
-/// that it is dropped (unmounted) before the directory is removed.
-struct Mounted {
-    emu: Emulator,
-    _dir: tempfile::TempDir,
-}
-
-fn mount(config: EmulatorConfig) -> Mounted {
-    let dir = tempfile::tempdir().expect("create a temporary directory");
-    // Let other users traverse to the mount (the permission tests read as nobody).
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
-    let mnt = dir.path().join("root");
-    fs::create_dir(&mnt).expect("create the mount point");
-    match Emulator::mount(&mnt, config) {
-        Ok(emu) => Mounted { emu, _dir: dir },
-        Err(e) => panic!(
-            "\n\n*** quietwatt-emulator: these tests mount a FUSE filesystem and must run \
-             as root with /dev/fuse present. Mounting failed:\n*** {e}\n\n"
-        ),
-    }
-}
+mod support;
+use support::{mount, Mounted};
 
 impl Mounted {
     fn path(&self, rel: &str) -> PathBuf {
