@@ -90,8 +90,21 @@ pub fn mount_following() -> Mounted {
 
 /// [`mount_following`] with `per_cpu_w` watts per busy CPU.
 pub fn mount_following_at(per_cpu_w: f64) -> Mounted {
-    let mut config = EmulatorConfig::default().with_cpus_per_socket(cpus() as u32);
-    config.power.follow = Some(quietwatt_emulator::LoadFollowing::new(10.0, per_cpu_w));
+    mount_following_with(
+        EmulatorConfig::default(),
+        quietwatt_emulator::LoadFollowing::new(10.0, per_cpu_w),
+    )
+}
+
+/// `config` with one package per machine, `follow`ing its load on 10 W idle
+/// (core and uncore inside it), mounted while no other load-following test
+/// runs.
+fn mount_following_with(
+    config: EmulatorConfig,
+    follow: quietwatt_emulator::LoadFollowing,
+) -> Mounted {
+    let mut config = config.with_cpus_per_socket(cpus() as u32);
+    config.power.follow = Some(follow);
     (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
     // A test that failed while holding it leaves it poisoned: the next one runs.
     let exclusive = FOLLOWING
@@ -107,21 +120,13 @@ pub fn mount_following_at(per_cpu_w: f64) -> Mounted {
 /// ([`FREQS_KHZ`]): each busy CPU draws `per_cpu_w + per_ghz_w ×` its
 /// `scaling_cur_freq` in GHz, on 10 W idle.
 pub fn mount_following_freq(per_cpu_w: f64, per_ghz_w: f64) -> Mounted {
-    let mut config = EmulatorConfig::default()
-        .with_cpus_per_socket(cpus() as u32)
-        .with_cpufreq_khz(&FREQS_KHZ);
-    config.power.follow = Some(quietwatt_emulator::LoadFollowing {
-        per_ghz_w,
-        ..quietwatt_emulator::LoadFollowing::new(10.0, per_cpu_w)
-    });
-    (config.power.default.core, config.power.default.uncore) = (4.0, 1.0);
-    let exclusive = FOLLOWING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Mounted {
-        _following: Some(exclusive),
-        ..mount(config)
-    }
+    mount_following_with(
+        EmulatorConfig::default().with_cpufreq_khz(&FREQS_KHZ),
+        quietwatt_emulator::LoadFollowing {
+            per_ghz_w,
+            ..quietwatt_emulator::LoadFollowing::new(10.0, per_cpu_w)
+        },
+    )
 }
 
 /// [`mount_following_freq`]'s frequencies, kHz.
