@@ -131,12 +131,17 @@ impl Kernel {
 pub struct Point {
     /// What ran, where.
     pub level: Level,
-    /// The busy CPUs `/proc/stat` saw, on average.
-    pub busy_cpus: f64,
     /// Each input's mean over the level ([`ALL`]'s order; 0 where not read).
     pub inputs: [f64; 4],
     /// Each domain's mean power measured, W.
     pub watts: Vec<(&'static str, f64)>,
+}
+
+impl Point {
+    /// The busy CPUs `/proc/stat` saw, on average.
+    pub fn busy_cpus(&self) -> f64 {
+        self.inputs[Input::BusyCpus.index()]
+    }
 }
 
 /// What measuring one level gave: the mechanism, the span, and each
@@ -202,11 +207,14 @@ pub fn calibrate(
         path: plan.stat.clone(),
         source,
     };
-    let probe = InputClock::open(&plan.stat, &plan.sys, &ALL, 0).map_err(stat_error)?;
+    // One clock for the whole sweep: each level is the difference of two
+    // samples.
+    let mut clock =
+        InputClock::open(&plan.stat, &plan.sys, &ALL, monotonic_ns()).map_err(stat_error)?;
     // One line per reason (the PMU's two counts share theirs).
     let mut missing: Vec<String> = Vec::new();
     let mut reasons: Vec<(Vec<&str>, &str)> = Vec::new();
-    for (i, why) in probe.missing() {
+    for (i, why) in clock.missing() {
         match reasons.iter_mut().find(|(_, w)| *w == why.as_str()) {
             Some((names, _)) => names.push(i.name()),
             None => reasons.push((vec![i.name()], why)),
@@ -217,13 +225,10 @@ pub fn calibrate(
             .iter()
             .map(|(names, why)| format!("{}: {why}", names.join(", "))),
     );
-    let control = if plan.frequencies == 0 || !probe.reads(Input::BusyCpuGhz) {
+    let control = if plan.frequencies == 0 || !clock.reads(Input::BusyCpuGhz) {
         None
     } else {
-        let cpus: Vec<usize> = crate::busy::BusyClock::open(&plan.stat, 0)
-            .map_err(stat_error)?
-            .cpu_numbers();
-        FreqControl::open(&plan.sys, &cpus)
+        FreqControl::open(&plan.sys, &clock.cpu_numbers())
             .map_err(|why| missing.push(format!("setting the frequency: {why}")))
             .ok()
     };
@@ -252,21 +257,19 @@ pub fn calibrate(
             let spin = Spinners::start(level.kernel, level.spinners);
             std::thread::sleep(plan.settle);
             let t0 = monotonic_ns();
-            let mut clock =
-                InputClock::open(&plan.stat, &plan.sys, &ALL, t0).map_err(stat_error)?;
+            let before = *clock.sample(t0).map_err(stat_error)?;
             let m = measure(plan.per_level).map_err(EstimateError::Measure)?;
             let t1 = monotonic_ns();
-            let totals = *clock.sample(t1).map_err(stat_error)?;
+            let after = *clock.sample(t1).map_err(stat_error)?;
             drop(spin);
             mechanism = m.mechanism;
             let d = m.duration_s.max(1e-9);
             // Over the clock's own span (the session's is a little shorter):
             // the inputs' means, whatever the spans' ends.
             let span = t1.saturating_sub(t0).max(1) as f64 * 1e-9;
-            let inputs = totals.map(|t| t / span);
+            let inputs = std::array::from_fn(|k| (after[k] - before[k]) / span);
             let p = Point {
                 level,
-                busy_cpus: inputs[0],
                 inputs,
                 watts: m.energy_j.iter().map(|(n, j)| (*n, j / d)).collect(),
             };
@@ -279,9 +282,9 @@ pub fn calibrate(
     // a machine others keep busy, whose points would fit noise.
     let lo = points
         .iter()
-        .map(|p| p.busy_cpus)
+        .map(Point::busy_cpus)
         .fold(f64::INFINITY, f64::min);
-    let hi = points.iter().map(|p| p.busy_cpus).fold(0.0, f64::max);
+    let hi = points.iter().map(Point::busy_cpus).fold(0.0, f64::max);
     if hi - lo < MIN_LOAD_RANGE {
         return Err(EstimateError::NoLoadRange {
             lo,
@@ -293,7 +296,7 @@ pub fn calibrate(
         path: plan.cpuinfo.clone(),
         source,
     })?;
-    let (fits, left_out) = fit_all(&points, |i| probe.reads(i))?;
+    let (fits, left_out) = fit_all(&points, |i| clock.reads(i))?;
     let mut fits = fits.into_iter();
     let main = fits
         .next()
@@ -301,7 +304,7 @@ pub fn calibrate(
     missing.extend(left_out);
     Ok(PowerModel {
         schema: SCHEMA.into(),
-        cpu: CpuIdentity::parse(&cpuinfo, u32::try_from(probe.cpus()).unwrap_or(u32::MAX)),
+        cpu: CpuIdentity::parse(&cpuinfo, u32::try_from(clock.cpus()).unwrap_or(u32::MAX)),
         fit: main,
         origin: Origin::Calibrated {
             mechanism,
@@ -375,7 +378,7 @@ fn fit_all(
                             ),
                             Unfit::NotIdentifiable { .. } => format!(
                                 "the busy CPUs never changed ({:?}): at two loads or more are needed",
-                                points.iter().map(|p| (p.busy_cpus * 100.0).round() / 100.0).collect::<Vec<_>>()
+                                points.iter().map(|p| (p.busy_cpus() * 100.0).round() / 100.0).collect::<Vec<_>>()
                             ),
                         },
                     })
@@ -525,7 +528,6 @@ mod tests {
     fn point(busy: f64, ghz: f64, ginstr: f64, watts: f64) -> Point {
         Point {
             level: l(Kernel::Compute, 1, None),
-            busy_cpus: busy,
             inputs: [busy, busy * ghz, ginstr, busy * ghz],
             watts: vec![("package", watts)],
         }

@@ -289,6 +289,11 @@ impl InputClock {
         self.busy.cpus()
     }
 
+    /// Their numbers.
+    pub fn cpu_numbers(&self) -> Vec<usize> {
+        self.busy.cpu_numbers()
+    }
+
     /// The integrals at `now_ns` (an input not read stays 0). The busy time
     /// added since the last sample is charged at each CPU's frequency now.
     pub fn sample(&mut self, now_ns: u64) -> io::Result<&[f64; 4]> {
@@ -386,10 +391,15 @@ mod tests {
                 );
             }
             Err(why) if !listed => assert!(why.contains("no hardware PMU"), "{why}"),
-            Err(why) => assert!(
-                why.contains("not permitted"),
-                "a core PMU listed, yet: {why}"
-            ),
+            // A VM may list a core PMU whose hardware events the hypervisor
+            // does not pass through: refused, and said why.
+            Err(why) => {
+                eprintln!("a core PMU is listed, yet it does not count here: {why}");
+                assert!(
+                    why.contains("no hardware PMU") || why.contains("not permitted"),
+                    "{why}"
+                );
+            }
         }
     }
 

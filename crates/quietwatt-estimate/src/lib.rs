@@ -223,7 +223,7 @@ pub enum EstimateError {
         measured: usize,
     },
     /// A frequency could not be set part-way through the sweep.
-    #[error("cannot set the frequency for calibration: {0}")]
+    #[error("cannot set the frequency for calibration: {0}; calibrate with --frequencies 0 to leave it to the governor")]
     Governor(String),
     /// Calibration could not measure.
     #[error("calibration needs counters to measure against: {0}")]

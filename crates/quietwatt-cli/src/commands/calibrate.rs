@@ -71,7 +71,7 @@ impl Progress for Said {
                 " at ≤ {:.2} GHz",
                 k as f64 * 1e-6
             )),
-            p.busy_cpus,
+            p.busy_cpus(),
             if p.inputs[Input::Instructions.index()] > 0.0 {
                 format!(
                     ", {:.2} G instructions/s",
